@@ -1,0 +1,263 @@
+"""The contracts between pipeline stages.
+
+Every stage takes and returns these models and nothing else, so each stage can be called,
+tested and replaced alone (extract -> chunk -> facts -> summarise -> render -> write).
+Models are frozen: a stage that wants to change something builds a new object with
+``model_copy(update=...)``, which keeps data flow one-directional and easy to follow.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Role = Literal["user", "assistant", "tool", "system"]
+PhaseOutcome = Literal["done", "partial", "failed", "abandoned", "unknown"]
+EndState = Literal["resolved", "unresolved", "failed", "unknown"]
+FileAction = Literal["created", "modified", "deleted", "moved", "read"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --------------------------------------------------------------------------- layer 1: transcripts
+
+
+class ToolCall(_Frozen):
+    """One tool invocation requested by an assistant turn."""
+
+    id: str | None = None
+    name: str
+    arguments: dict[str, Any] | str = Field(
+        default_factory=dict,
+        description="Parsed JSON arguments; the raw string when they are not valid JSON.",
+    )
+
+
+class Message(_Frozen):
+    """One logical message, decoded from whatever the source stored.
+
+    ``row_id`` and the identity fields exist so ``chunk`` can dedupe Hermes's display history
+    (protected copies across compaction generations); other sources leave them at defaults.
+    """
+
+    row_id: int | None = Field(None, description="Source row id (state.db messages.id) or ordinal.")
+    role: Role
+    content: str = Field("", description="Plain text; images replaced by a marker, reasoning excluded.")
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    timestamp: float | None = Field(None, description="Epoch seconds.")
+    reasoning: str | None = None
+    images: int = Field(0, description="How many image parts the message carried.")
+    # Compaction bookkeeping (Hermes); defaults mean "live, not a carrier".
+    active: bool = True
+    compacted: bool = False
+    is_carrier: bool = Field(False, description="A compaction summary carrier (Hermes checkpoint).")
+    carrier_summary: str | None = Field(
+        None, description="For a carrier: the checkpoint text, markers stripped."
+    )
+    identity: str | None = Field(
+        None, description="Cross-generation identity (message_uid / display_order) when the source has one."
+    )
+    segment: str | None = Field(
+        None, description="For a legacy compression chain: the session id this row was stored under."
+    )
+
+
+class Lineage(_Frozen):
+    """How a session relates to others. Continuations are merged; everything else is a link."""
+
+    parent: str | None = None
+    segments: tuple[str, ...] = Field(
+        (), description="Session ids of a legacy compression chain, root first (includes this id)."
+    )
+    children: tuple[str, ...] = Field((), description="Non-continuation children (e.g. /new resets).")
+    branches: tuple[str, ...] = ()
+    subagents: tuple[str, ...] = ()
+    branched_from: str | None = None
+    delegated_from: str | None = None
+    reset_from: str | None = None
+
+
+class ModelUsage(_Frozen):
+    model: str
+    provider: str | None = None
+    task: str = ""
+    api_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+
+
+class Session(_Frozen):
+    """A whole logical session: the Hermes session (or chain) plus its decoded messages."""
+
+    id: str
+    source: str = Field(description="Where it ran: cli, telegram, ... or claude-code, codex for imports.")
+    origin: str = Field("hermes-state", description="Which reader produced it (hermes-state, hermes-jsonl, ...).")
+    title: str | None = None
+    title_source: str | None = None
+    model: str | None = None
+    provider: str | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    last_active_at: datetime | None = None
+    end_reason: str | None = None
+    cwd: str | None = None
+    git_branch: str | None = None
+    git_repo_root: str | None = None
+    profile: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: float | None = None
+    usage: tuple[ModelUsage, ...] = ()
+    lineage: Lineage = Lineage()
+    messages: tuple[Message, ...] = ()
+    problems: tuple[str, ...] = Field((), description="Corrupt or odd data found while reading.")
+
+
+class Chunk(_Frozen):
+    """One unit of summarisation: a compaction generation, or a budget-sized part of one."""
+
+    session_id: str
+    generation: int
+    part: int = 0
+    messages: tuple[Message, ...]
+    checkpoint: str | None = Field(
+        None, description="Hermes's own compaction summary for the turns of this generation, if any."
+    )
+    token_estimate: int = 0
+    content_hash: str = ""
+
+
+# --------------------------------------------------------------------------- facts (no LLM)
+
+
+class FileTouch(_Frozen):
+    path: str
+    action: FileAction
+    tool: str | None = None
+
+
+class Facts(_Frozen):
+    """What can be known about a session without a model. The authority for grounding."""
+
+    files: tuple[FileTouch, ...] = ()
+    commands: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+    tools: dict[str, int] = Field(default_factory=dict)
+    models: tuple[str, ...] = ()
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+    duration_s: float | None = None
+    message_count: int = 0
+    user_turns: int = 0
+    generations: int = 1
+    language: str = "en"
+
+    @property
+    def output_files(self) -> list[str]:
+        """Files the session created or changed, in first-touch order (reads excluded)."""
+        seen: dict[str, None] = {}
+        for f in self.files:
+            if f.action != "read":
+                seen.setdefault(f.path, None)
+        return list(seen)
+
+
+# --------------------------------------------------------------------------- layer 2: summaries
+
+
+class Decision(_Frozen):
+    choice: str = Field(description="What was decided, with the session's own identifiers verbatim.")
+    rationale: str = ""
+    rejected: tuple[str, ...] = Field((), description="Options considered and not taken.")
+    evidence: str | None = Field(None, description="Where it came from, e.g. a message row id.")
+
+
+class Phase(_Frozen):
+    title: str
+    asks: tuple[str, ...] = Field((), description="What the user asked in this phase.")
+    done: str = Field("", description="What was actually done.")
+    outcome: PhaseOutcome = "unknown"
+    generation: int = 0
+
+
+class SessionSummary(_Frozen):
+    """The fixed structure every summariser fills (extractive or LLM)."""
+
+    title: str | None = None
+    goal: str
+    phases: tuple[Phase, ...] = ()
+    decisions: tuple[Decision, ...] = ()
+    output_files: tuple[str, ...] = ()
+    open_items: tuple[str, ...] = ()
+    end_state: EndState = "unknown"
+    language: str = "en"
+    tags: tuple[str, ...] = ()
+    projects: tuple[str, ...] = ()
+    summarizer: str = Field("extractive", description="extractive, or the litellm model string.")
+    cost_usd: float = 0.0
+
+
+# --------------------------------------------------------------------------- output
+
+
+class Note(_Frozen):
+    """A rendered Markdown file, not yet written."""
+
+    session_id: str
+    relpath: str = Field(description="Path under the output dir, '/'-separated.")
+    frontmatter: dict[str, Any]
+    body: str
+    content_hash: str
+
+
+class SessionResult(_Frozen):
+    session_id: str
+    status: Literal["written", "unchanged", "would-write", "failed", "skipped"]
+    path: str | None = None
+    error: str | None = None
+    problems: tuple[str, ...] = ()
+
+
+class RunReport(BaseModel):
+    """What one run did; printed as a table or as JSON (``--json``). Mutable: the runner fills it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    db: str | None = None
+    out: str | None = None
+    summarizer: str = "extractive"
+    selected: int = 0
+    written: int = 0
+    unchanged: int = 0
+    failed: int = 0
+    dry_run: bool = False
+    results: list[SessionResult] = Field(default_factory=list)
+    llm_calls: int = 0
+    cache_hits: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    hallucinations_dropped: int = 0
+    fallbacks: int = 0
+    elapsed_s: float = 0.0
+    notices: list[str] = Field(default_factory=list)
+
+    def add(self, result: SessionResult) -> None:
+        self.results.append(result)
+        if result.status in ("written", "would-write"):
+            self.written += 1
+        elif result.status == "unchanged":
+            self.unchanged += 1
+        elif result.status == "failed":
+            self.failed += 1
