@@ -1,0 +1,203 @@
+"""The ``distill`` command: flags → ``Settings`` → ``run`` → report and exit code.
+
+``distill [SESSION ...] [options]`` distils sessions; ``distill hook|import|...`` are tool
+commands. Typer cannot mix a positional session list with subcommands in one group, so
+``main`` dispatches on the first argument: a known tool name goes to that tool's app, anything
+else is the main command. Errors from the library are ``DistillError``s; only this module turns
+them into one ``Error: ...`` line and an exit code (2 bad usage/input, 1 some sessions failed).
+"""
+
+from __future__ import annotations
+
+import os
+
+# litellm fetches a cost map over the network at import unless told not to.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import re
+import sys
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pipeline.config import DEFAULT_EXCLUDED_SOURCES, build_settings
+from pipeline.errors import DistillError, InputError
+from pipeline.models import RunReport, SessionResult
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
+
+_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_age(text: str) -> float:
+    """'90m', '2h', '3d', '1w' → seconds."""
+    m = _AGE.match(text.lower())
+    if not m:
+        raise InputError(f"{text!r}: not an age; use forms like 30m, 2h, 3d or 1w")
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def parse_when(text: str, now: datetime | None = None) -> datetime:
+    """'yesterday' (00:00 local), 'today', an age like '6h' (that long ago) or an ISO date/time."""
+    now = now or datetime.now().astimezone()
+    word = text.strip().lower()
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    if word == "today":
+        return midnight
+    if word == "yesterday":
+        return midnight - timedelta(days=1)
+    if _AGE.match(word):
+        return now - timedelta(seconds=parse_age(word))
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InputError(f"--since {text!r}: use yesterday, today, an age like 6h, or a date like 2026-11-30") from None
+    return when if when.tzinfo else when.astimezone()
+
+
+@app.command(
+    help=(
+        "Distill Hermes sessions from state.db into Markdown notes.\n\n"
+        "Examples:\n\n"
+        "  distill --since yesterday\n\n"
+        "  distill 20261130_101500_abc123\n\n"
+        "  distill --all --source cli --out ~/notes/hermes\n\n"
+        "  distill --demo\n\n"
+        "Tool commands: distill hook --help"
+    )
+)
+def distill(
+    sessions: Annotated[list[str] | None, typer.Argument(help="Session ids or exact titles.", show_default=False)] = None,
+    db: Annotated[Path | None, typer.Option(help="state.db to read (default $HERMES_HOME/state.db).")] = None,
+    profile: Annotated[str | None, typer.Option(help="Hermes profile: $HERMES_HOME/profiles/NAME.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Output directory (default $HERMES_HOME/distilled).")] = None,
+    demo: Annotated[bool, typer.Option("--demo", help="Distill the bundled demo state.db into ./distill-demo.")] = False,
+    all_: Annotated[bool, typer.Option("--all", help="Every session the source filters allow.")] = False,
+    since: Annotated[str | None, typer.Option(help="Sessions active since: yesterday, today, 6h, 2026-11-30.")] = None,
+    idle: Annotated[str | None, typer.Option(help="Sessions idle at least this long (e.g. 2h) that changed.")] = None,
+    source: Annotated[list[str] | None, typer.Option("--source", help="Only these sources (repeatable).")] = None,
+    exclude_source: Annotated[
+        list[str] | None,
+        typer.Option("--exclude-source", help=f"Skip these sources (default: {', '.join(DEFAULT_EXCLUDED_SOURCES)})."),
+    ] = None,
+    summarizer: Annotated[str, typer.Option(help="auto, extractive or llm.")] = "auto",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be written; write nothing.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Re-render even when nothing changed.")] = False,
+    json_: Annotated[bool, typer.Option("--json", help="Print the run report as JSON.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+) -> None:
+    try:
+        report = _run(
+            sessions=sessions or [], db=db, profile=profile, out=out, demo=demo, all_=all_, since=since,
+            idle=idle, source=source or [], exclude_source=exclude_source, summarizer=summarizer,
+            dry_run=dry_run, force=force, quiet=quiet or json_,
+        )
+    except DistillError as exc:
+        if debug:
+            raise
+        typer.echo(f"Error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    if json_:
+        typer.echo(report.model_dump_json(indent=2))
+    elif not quiet:
+        _print_summary(report)
+    raise typer.Exit(EXIT_FAILED if report.failed else EXIT_OK)
+
+
+def _run(
+    *, sessions: list[str], db: Path | None, profile: str | None, out: Path | None, demo: bool, all_: bool,
+    since: str | None, idle: str | None, source: list[str], exclude_source: list[str] | None, summarizer: str,
+    dry_run: bool, force: bool, quiet: bool,
+) -> RunReport:
+    from pipeline.run import run
+
+    if summarizer not in ("auto", "extractive", "llm"):
+        raise InputError(f"--summarizer {summarizer!r}: use auto, extractive or llm")
+    if demo:
+        from pipeline.resources import demo_db
+
+        db, out, all_ = demo_db(), out or Path("distill-demo"), True
+    settings = build_settings(
+        db=db, profile=profile, out=out, sessions=sessions, select_all=all_,
+        since=parse_when(since) if since else None, idle=parse_age(idle) if idle else None,
+        include_sources=source,
+        exclude_sources=list(DEFAULT_EXCLUDED_SOURCES if exclude_source is None else exclude_source),
+        dry_run=dry_run, force=force, summarizer=summarizer,
+    )
+    if settings.out.exists() and not settings.out.is_dir():
+        raise InputError(f"--out {settings.out}: exists and is not a directory")
+    progress = None if quiet else _progress
+    on_result = None if quiet else _echo_result
+    return run(settings, progress=progress, on_result=on_result)
+
+
+def _progress(total: int) -> Iterable[int]:
+    """A rich progress bar on long interactive runs; plain iteration otherwise."""
+    if total < 20 or not sys.stderr.isatty():
+        yield from range(total)
+        return
+    from rich.progress import Progress
+
+    with Progress(transient=True) as bar:
+        task = bar.add_task("distilling", total=total)
+        for i in range(total):
+            yield i
+            bar.advance(task)
+
+
+def _echo_result(result: SessionResult) -> None:
+    if result.status == "failed":
+        typer.echo(f"failed     {result.session_id}: {result.error}", err=True)
+    elif result.status in ("written", "would-write"):
+        typer.echo(f"{result.status:<10} {result.path}")
+    for problem in result.problems:
+        typer.echo(f"warning    {result.session_id}: {problem}", err=True)
+
+
+def _print_summary(report: RunReport) -> None:
+    verb = "would write" if report.dry_run else "written"
+    typer.echo(
+        f"{report.selected} selected, {report.written} {verb}, {report.unchanged} unchanged, "
+        f"{report.failed} failed ({report.summarizer}, {report.elapsed_s:.2f}s) → {report.out}",
+        err=True,
+    )
+    for notice in report.notices:
+        typer.echo(notice, err=True)
+
+
+def _tool_apps() -> dict[str, typer.Typer]:
+    """Tool commands, imported only when asked for so ``distill --help`` stays fast."""
+    apps: dict[str, typer.Typer] = {}
+    try:
+        from pipeline.hook import hook_app
+
+        apps["hook"] = hook_app
+    except ImportError:
+        pass
+    return apps
+
+
+TOOL_NAMES = ("hook", "import", "eval", "skills")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in TOOL_NAMES:
+        tools = _tool_apps()
+        if args[0] not in tools:
+            typer.echo(f"Error: `distill {args[0]}` is not available in this build", err=True)
+            raise SystemExit(EXIT_USAGE)
+        tools[args[0]](args[1:], prog_name=f"distill {args[0]}")
+        return
+    app(args, prog_name="distill")
+
+
+if __name__ == "__main__":
+    main()

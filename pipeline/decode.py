@@ -1,0 +1,252 @@
+"""Decode one stored Hermes message row into ``Message`` objects.
+
+Kept apart from ``extract`` because the JSONL-export reader decodes the same row shapes.
+A row can yield two messages: a compaction carrier that also holds authentic text (the
+force-user-leading carrier puts the live user turn after the END marker; a merged carrier puts
+the prior tail message before its delimiter) becomes the checkpoint plus that authentic turn.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pipeline.models import Message, ToolCall
+
+CONTENT_JSON_PREFIXES = ("\x00json:", "\x01json:")
+IMAGE_MARKER = "[image]"
+
+# Hermes's compaction markers (agent/context_compressor.py). Match stable heads, not full texts.
+CARRIER_HEADS = (
+    "[CONTEXT COMPACTION — REFERENCE ONLY]",
+    "[CONTEXT COMPACTION]",
+    "[CONTEXT SUMMARY]:",
+)
+SUMMARY_END_MARKER = "--- END OF CONTEXT SUMMARY — respond to the message below, not the summary above ---"
+MERGED_HEADER = "[PRIOR CONTEXT — for reference only; not a new message]"
+MERGED_DELIMITER = "[END OF PRIOR CONTEXT — COMPACTION SUMMARY BELOW]"
+CONTINUATION_FILLER = "Continue from the compressed conversation context above."
+
+
+def content_text(raw: Any, problems: list[str], where: str) -> tuple[str, int]:
+    """Stored content → (plain text, image count). Handles ``\\x00json:``/``\\x01json:`` part lists."""
+    if raw is None:
+        return "", 0
+    if isinstance(raw, bytes):
+        raw = raw.decode("utf-8", "replace")
+    if isinstance(raw, list):
+        return parts_text(raw)
+    text = str(raw)
+    if text.startswith(CONTENT_JSON_PREFIXES):
+        try:
+            return parts_text(json.loads(text[len(CONTENT_JSON_PREFIXES[0]) :]))
+        except ValueError:
+            problems.append(f"{where}: structured content is not valid JSON; kept as text")
+            text = text[len(CONTENT_JSON_PREFIXES[0]) :]
+    if "\x00" in text:
+        problems.append(f"{where}: NUL bytes removed")
+        text = text.replace("\x00", "")
+    return text, 0
+
+
+def parts_text(parts: Any) -> tuple[str, int]:
+    """OpenAI/Anthropic-style content parts → text with an image marker per image."""
+    if isinstance(parts, str):
+        return parts, 0
+    if isinstance(parts, dict):
+        parts = [parts]
+    if not isinstance(parts, list):
+        return str(parts), 0
+    texts: list[str] = []
+    images = 0
+    for part in parts:
+        if isinstance(part, str):
+            texts.append(part)
+            continue
+        if not isinstance(part, dict):
+            continue
+        kind = str(part.get("type", ""))
+        if kind in ("text", "input_text", "output_text"):
+            texts.append(str(part.get("text", "")))
+        elif "image" in kind:
+            images += 1
+            texts.append(IMAGE_MARKER)
+    return "\n".join(t for t in texts if t).replace("\x00", ""), images
+
+
+def tool_calls(raw: Any, problems: list[str], where: str) -> tuple[ToolCall, ...]:
+    """The ``tool_calls`` column (JSON list of OpenAI-style calls) → ``ToolCall``s."""
+    if raw in (None, "", "[]"):
+        return ()
+    value = raw
+    if isinstance(raw, str | bytes):
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            problems.append(f"{where}: tool_calls is not valid JSON; calls dropped")
+            return ()
+    if isinstance(value, dict):
+        value = [value]
+    if not isinstance(value, list):
+        problems.append(f"{where}: tool_calls is not a list; calls dropped")
+        return ()
+    calls = []
+    for item in value:
+        if not isinstance(item, dict):
+            continue
+        fn = item.get("function") if isinstance(item.get("function"), dict) else item
+        name = fn.get("name") or item.get("name")
+        if not name:
+            continue
+        calls.append(ToolCall(id=item.get("id") or item.get("call_id"), name=str(name), arguments=parse_args(fn.get("arguments", fn.get("input")))))
+    return tuple(calls)
+
+
+def parse_args(raw: Any) -> dict[str, Any] | str:
+    if raw is None:
+        return {}
+    if isinstance(raw, dict):
+        return raw
+    if isinstance(raw, str):
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            return raw
+        return value if isinstance(value, dict) else raw
+    return str(raw)
+
+
+def codex_text(raw: Any) -> str:
+    """Text of a Responses-API reply stored only in ``codex_message_items``."""
+    try:
+        items = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return ""
+    if isinstance(items, dict):
+        items = [items]
+    texts: list[str] = []
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and item.get("type", "message") == "message":
+            text, _ = parts_text(item.get("content", []))
+            texts.append(text)
+    return "\n".join(t for t in texts if t)
+
+
+def unwrap_json(raw: Any, layers: int = 2) -> Any:
+    """``display_metadata`` rows written before Hermes's guard are JSON-encoded twice."""
+    value = raw
+    for _ in range(layers + 1):
+        if not isinstance(value, str):
+            break
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return value
+
+
+def is_carrier_text(text: str) -> bool:
+    head = text.lstrip()
+    if head.startswith(CARRIER_HEADS):
+        return True
+    return head.startswith(MERGED_HEADER) and MERGED_DELIMITER in head
+
+
+def split_carrier(text: str) -> tuple[str, str, str]:
+    """Carrier text → (authentic text before, checkpoint summary, authentic text after)."""
+    before = ""
+    body = text
+    if MERGED_DELIMITER in body:
+        before, body = body.split(MERGED_DELIMITER, 1)
+        before = before.replace(MERGED_HEADER, "").strip()
+    after = ""
+    if SUMMARY_END_MARKER in body:
+        body, after = body.split(SUMMARY_END_MARKER, 1)
+        after = after.strip()
+    body = body.strip()
+    for head in CARRIER_HEADS:
+        if body.startswith(head):
+            # The prefix is one long instruction line; the checkpoint starts on the next line.
+            first_nl = body.find("\n")
+            body = body[len(head) :].strip() if first_nl < 0 or head.endswith(":") else body[first_nl + 1 :]
+            break
+    return before, body.strip(), after
+
+
+def decode_row(row: dict[str, Any], problems: list[str], *, segment: str | None = None) -> list[Message]:
+    """One stored row → zero, one or two messages (see module docstring)."""
+    rid = row.get("id")
+    where = f"message {rid}"
+    role = str(row.get("role") or "")
+    if role not in ("user", "assistant", "tool", "system"):
+        problems.append(f"{where}: unknown role {role!r} skipped")
+        return []
+    if row.get("observed"):
+        return []  # ambient gateway message, observed but not a turn
+    meta = unwrap_json(row.get("display_metadata"))
+    if isinstance(meta, dict) and meta.get("model_only"):
+        return []
+    text, images = content_text(row.get("content"), problems, where)
+    if not text.strip() and role == "assistant" and row.get("codex_message_items"):
+        text = codex_text(row.get("codex_message_items"))
+    flagged = bool(row.get("_compressed_summary"))
+    carrier = flagged or (role != "tool" and is_carrier_text(text))
+    if row.get("display_kind") == "hidden" and not carrier:
+        return []
+    if role == "user" and text.startswith(CONTINUATION_FILLER):
+        return []
+    common: dict[str, Any] = {
+        "row_id": rid,
+        "timestamp": _float(row.get("timestamp")),
+        "active": bool(row.get("active", 1)),
+        "compacted": bool(row.get("compacted", 0)),
+        "identity": identity(row),
+        "segment": segment,
+    }
+    calls = tool_calls(row.get("tool_calls"), problems, where)
+    reasoning = row.get("reasoning") or row.get("reasoning_content") or None
+    if carrier:
+        before, summary, after = split_carrier(text)
+        out = [Message(role=role, content="", is_carrier=True, carrier_summary=summary, **common)]  # type: ignore[arg-type]
+        live = "\n\n".join(t for t in (before, after) if t)
+        if live or calls:
+            # The authentic turn keeps its own identity so the dedupe in ``chunk`` can still match
+            # it against its copies; the carrier part gets a distinct one.
+            out[0] = out[0].model_copy(update={"identity": f"carrier:{rid}"})
+            out.append(Message(role=role, content=live, tool_calls=calls, images=images, reasoning=reasoning, **common))  # type: ignore[arg-type]
+        return out
+    return [
+        Message(
+            role=role,  # type: ignore[arg-type]
+            content=text,
+            tool_calls=calls,
+            tool_call_id=row.get("tool_call_id"),
+            tool_name=row.get("tool_name"),
+            reasoning=reasoning,
+            images=images,
+            **common,
+        )
+    ]
+
+
+def identity(row: dict[str, Any]) -> str:
+    """Cross-generation identity of a stored message, as Hermes's display dedupe defines it.
+
+    v31 stamps ``message_uid`` once per logical message and copies keep it; v30 keeps
+    ``display_order``; older databases only have the payload, hashed like Hermes's
+    ``_display_identity`` over (role, content, timestamp, tool_call_id, tool_calls, tool_name).
+    """
+    if row.get("message_uid"):
+        return f"uid:{row['message_uid']}"
+    if row.get("display_order") is not None:
+        return f"order:{row['display_order']}"
+    key = repr(tuple(row.get(k) for k in ("role", "content", "timestamp", "tool_call_id", "tool_calls", "tool_name")))
+    return "sha:" + hashlib.sha256(key.encode("utf-8", "replace")).hexdigest()[:32]
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
