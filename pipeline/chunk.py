@@ -66,12 +66,13 @@ def assign_generations(transcript: Sequence[Message]) -> tuple[list[tuple[int, M
     out: list[tuple[int, Message]] = []
     checkpoints: dict[int, str] = {}
     segment = transcript[0].segment if transcript else None
+    # A continuation segment normally carries its own compaction carrier, which counts below;
+    # one without any (older Hermes) still starts a new generation where it begins.
+    with_carrier = {m.segment for m in transcript if m.is_carrier}
     for m in transcript:
         if m.segment != segment:
             segment = m.segment
-            # A continuation segment normally opens with its carrier, which counts below;
-            # one that does not (older Hermes) still starts a new generation.
-            if not m.is_carrier and out:
+            if segment not in with_carrier and out:
                 gen += 1
         if m.is_carrier:
             if m.carrier_summary:
