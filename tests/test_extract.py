@@ -116,7 +116,7 @@ def test_unknown_reference_and_bad_inputs(tmp_path: Path) -> None:
     con = sqlite3.connect(old)
     con.executescript("CREATE TABLE sessions(id TEXT); CREATE TABLE messages(id INTEGER, session_id TEXT);")
     con.close()
-    with pytest.raises(NotAHermesDatabase, match="predates messages.active"):
+    with pytest.raises(NotAHermesDatabase, match=r"predates messages\.active"):
         HermesDB(old)
 
 
