@@ -32,8 +32,14 @@ Summariser = Callable[[Session, list[Chunk], Facts], SessionSummary]
 PIPELINE_REVISION = "1"
 
 
-def select_sessions(db: HermesDB, settings: Settings, *, now: float | None = None) -> list[str]:
-    """Root ids of the logical sessions this run covers, oldest first."""
+def select_sessions(
+    db: HermesDB, settings: Settings, *, now: float | None = None, notices: list[str] | None = None
+) -> list[str]:
+    """Root ids of the logical sessions this run covers, oldest first.
+
+    Sessions named explicitly still obey the source filters (the post-session hook relies on it),
+    but each one filtered out is explained in ``notices``.
+    """
     now = time.time() if now is None else now
     rows = db.rows()
     if settings.sessions:
@@ -48,10 +54,11 @@ def select_sessions(db: HermesDB, settings: Settings, *, now: float | None = Non
         source = str(row.data.get("source") or "")
         if "_delegate_from" in row.markers:
             source = "subagent"
-        if settings.include_sources:
-            if source not in settings.include_sources:
-                continue
-        elif source in settings.exclude_sources:
+        if (settings.include_sources and source not in settings.include_sources) or (
+            not settings.include_sources and source in settings.exclude_sources
+        ):
+            if settings.sessions and notices is not None:
+                notices.append(f"{sid}: skipped, its source {source!r} is filtered out; pass --source {source}")
             continue
         last = db.last_active(sid)
         if settings.since and last < settings.since.timestamp():
@@ -143,7 +150,7 @@ def run(
     report = RunReport(db=str(settings.db), out=str(settings.out), summarizer=summariser_id,
                        dry_run=settings.dry_run)
     with HermesDB(settings.db) as db:
-        ids = select_sessions(db, settings)
+        ids = select_sessions(db, settings, notices=report.notices)
         report.selected = len(ids)
         store = NoteStore(settings.out)
         seen = _Fingerprints(settings.out)
