@@ -120,7 +120,8 @@ def distill_session(
     chunks = chunk_session(session, budget=settings.chunk_tokens)
     digest = content_hash(session, chunks, summariser_id)
     if not settings.force and store.unchanged(session.id, digest):  # type: ignore[attr-defined]
-        return SessionResult(session_id=session.id, status="unchanged", path=store.path_for(session.id))  # type: ignore[attr-defined]
+        rel = store.path_for(session.id)  # type: ignore[attr-defined]
+        return SessionResult(session_id=session.id, status="unchanged", path=str(settings.out / rel) if rel else None)
     facts = derive_facts(session, chunks)
     summary = summarise(session, chunks, facts)
     note = render_note(
@@ -152,7 +153,8 @@ def run(
     with HermesDB(settings.db) as db:
         ids = select_sessions(db, settings, notices=report.notices)
         report.selected = len(ids)
-        store = NoteStore(settings.out)
+        # A dry run must not even create the output directory; the index is saved once at the end.
+        store = NoteStore(settings.out, create=not settings.dry_run, autosave=False)
         seen = _Fingerprints(settings.out)
         now = datetime.now(UTC)
         for sid in _iterate(ids, progress):
@@ -162,8 +164,7 @@ def run(
                 on_result(result)
         if not settings.dry_run:
             seen.save()
-            if hasattr(store, "save_index"):
-                store.save_index()
+            store.save_index()
     report.elapsed_s = round(time.perf_counter() - started, 3)
     return report
 
@@ -184,7 +185,7 @@ def _one(
         fp = fingerprint(db, sid)
         existing = store.path_for(sid)  # type: ignore[attr-defined]
         if not settings.force and existing and seen.get(sid) == (fp, summariser_id):
-            return SessionResult(session_id=sid, status="unchanged", path=existing)
+            return SessionResult(session_id=sid, status="unchanged", path=str(settings.out / existing))
         session = db.read_session(sid)
         result = distill_session(session, settings=settings, store=store, summarise=summarise,
                                  summariser_id=summariser_id, distilled_at=now)

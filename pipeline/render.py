@@ -1,0 +1,375 @@
+"""Render stage: ``Session`` + ``SessionSummary`` + ``Facts`` → ``Note`` (pure, no I/O but templates).
+
+A note is one Markdown file that three readers must agree on: Obsidian (flat properties, list
+tags, quoted wikilinks), gbrain (``type``/``title``/``tags`` columns, ``<!-- timeline -->`` splits the
+body) and Trilium's importer. So the frontmatter is a flat dict of plain JSON-able values built
+here in Python and serialised with PyYAML, and the body comes from ``templates/session.md.j2``.
+
+Session text is *data*: it reaches the template only as variables, and every value passes one of
+three filters that neutralise Markdown structure (headings, rules, setext underlines, HTML
+comments, Obsidian ``%%`` comments and ``#tags``) while leaving code spans and fenced code alone.
+That keeps the user's ``## Notes`` section, which ``write`` preserves across runs, findable.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from functools import lru_cache
+from typing import Any
+
+import frontmatter
+import yaml
+from jinja2 import FileSystemLoader, StrictUndefined
+from jinja2.sandbox import SandboxedEnvironment
+
+import pipeline
+from pipeline.models import Facts, Note, Session, SessionSummary
+from pipeline.resources import data_dir
+
+TEMPLATE = "session.md.j2"
+SLUG_MAX = 50
+
+#: Every key ``render_note`` can emit. ``write`` treats any other key in an existing file as the
+#: user's own and carries it over; a generated key is always replaced by the fresh value.
+GENERATED_KEYS: frozenset[str] = frozenset(
+    {
+        "type", "id", "title", "aliases", "date", "source", "model", "provider", "started_at",
+        "ended_at", "message_count", "input_tokens", "output_tokens", "cost_usd", "parent_session",
+        "tags", "projects", "cwd", "git_branch", "generations", "output_files", "end_state",
+        "language", "distill_version", "content_hash", "distilled_at", "summarizer", "skills",
+    }
+)  # fmt: skip
+
+_WINDOWS_RESERVED = frozenset(
+    {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
+)
+
+
+# --------------------------------------------------------------------------- headings
+
+
+@lru_cache(maxsize=1)
+def _all_headings() -> dict[str, dict[str, Any]]:
+    with open(data_dir("templates") / "headings.yaml", encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+def headings_for(language: str | None) -> dict[str, Any]:
+    """Labels for ``language`` (``zh-CN`` → ``zh``), each missing key filled from ``en``."""
+    table = _all_headings()
+    primary = re.split(r"[-_]", (language or "en").strip().lower(), maxsplit=1)[0]
+    labels = {**table["en"], **table.get(primary, {})}
+    labels["outcomes"] = {**table["en"]["outcomes"], **table.get(primary, {}).get("outcomes", {})}
+    return labels
+
+
+def section_labels(key: str) -> frozenset[str]:
+    """The label of section ``key`` in every language, casefolded (``write`` finds Notes with it)."""
+    return frozenset(str(t[key]).casefold() for t in _all_headings().values() if key in t)
+
+
+def generated_section_labels() -> frozenset[str]:
+    """Every H2 label the template can emit, in any language, casefolded."""
+    keys = ("goal", "summary", "decisions", "output_files", "open_items", "lineage", "notes")
+    return frozenset().union(*(section_labels(k) for k in keys))
+
+
+# --------------------------------------------------------------------------- Markdown neutralising
+
+# A fence opener (CommonMark: a backtick fence's info string has no backticks) and a closer.
+_FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}(?=[^`]*$)|~{3,})")
+_FENCE_CLOSE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*$")
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`).+?(?<!`)\1(?!`)")
+# Lines that would become a rule, a setext underline (turning the line above into a heading) or
+# gbrain's "--- timeline ---" sentinel; a backslash before the first character makes them text.
+_BLOCK_BREAK = re.compile(r"^( {0,3})(?=[-=]+\s*$|([-*_])(\s*\2){2,}\s*$|---|===|<)")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# gbrain splits a page at the first "<!-- timeline -->" even inside code; break the exact string there.
+_SENTINEL = "<!-- timeline -->"
+_SENTINEL_IN_CODE = "<!-- timeline - ->"
+
+
+def _escape_prose(segment: str) -> str:
+    # `#` after whitespace would open a heading (at line start) or an Obsidian tag (anywhere);
+    # `<!--` would hide everything up to a later `-->`; `%%` is an Obsidian comment.
+    segment = re.sub(r"(?<!\S)#", r"\\#", segment)
+    return segment.replace("<!--", "&lt;!--").replace("%%", "&#37;&#37;")
+
+
+def _escape_line(line: str) -> str:
+    out: list[str] = []
+    pos = 0
+    for m in _CODE_SPAN.finditer(line):
+        out.append(_escape_prose(line[pos : m.start()]))
+        out.append(m.group(0).replace(_SENTINEL, _SENTINEL_IN_CODE))
+        pos = m.end()
+    out.append(_escape_prose(line[pos:]))
+    escaped = "".join(out)
+    if _FENCE_OPEN.match(escaped):  # only reachable from `inline`: a fence there would swallow the note
+        escaped = re.sub(r"^( {0,3})", r"\1\\", escaped, count=1)
+    return _BLOCK_BREAK.sub(r"\1\\", escaped, count=1)
+
+
+def _clean(text: str) -> str:
+    return _CONTROL.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
+
+
+def md_inline(text: object) -> str:
+    """One line of prose: whitespace collapsed, structure neutralised, code spans untouched."""
+    return _escape_line(" ".join(_clean(str(text)).split()))
+
+
+def md_block(text: object) -> str:
+    """Paragraphs: each prose line neutralised; fenced code kept verbatim and always closed."""
+    lines = _clean(str(text)).strip("\n").split("\n")
+    out: list[str] = []
+    fence: str | None = None
+    for line in lines:
+        if fence is None and (m := _FENCE_OPEN.match(line)):
+            fence = m.group(1)
+            out.append(line)
+        elif fence is not None:
+            close = _FENCE_CLOSE.match(line)
+            if close and close.group(1)[0] == fence[0] and len(close.group(1)) >= len(fence):
+                fence = None
+            out.append(line.replace(_SENTINEL, _SENTINEL_IN_CODE))
+        else:
+            out.append(_escape_line(line))
+    if fence is not None:  # an unclosed fence would turn the rest of the note into code
+        out.append(fence)
+    return "\n".join(out).rstrip()
+
+
+def md_code(text: object) -> str:
+    """A code span that survives backticks in the value (CommonMark: a longer fence)."""
+    value = " ".join(_clean(str(text)).split())
+    longest = max((len(run) for run in re.findall(r"`+", value)), default=0)
+    ticks = "`" * (longest + 1)
+    pad = " " if value.startswith("`") or value.endswith("`") else ""
+    return f"{ticks}{pad}{value}{pad}{ticks}"
+
+
+@lru_cache(maxsize=1)
+def _env() -> SandboxedEnvironment:
+    # Sandboxed + StrictUndefined: a template typo fails loudly, and templates cannot reach
+    # Python internals. Autoescape is off because the output is Markdown, not HTML; the
+    # md_* filters do the escaping that matters here.
+    env = SandboxedEnvironment(
+        loader=FileSystemLoader(str(data_dir("templates"))),
+        undefined=StrictUndefined,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(inline=md_inline, block=md_block, code=md_code)
+    return env
+
+
+# --------------------------------------------------------------------------- names and values
+
+
+def slugify(text: str, max_len: int = SLUG_MAX) -> str:
+    """Lowercase letters/digits of any script joined by ``-``; safe as a file name and a gbrain slug."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    slug = "".join(c if c.isalnum() else "-" for c in text)
+    slug = re.sub(r"-{2,}", "-", slug).strip("-")[:max_len].strip("-")
+    if not slug or slug in _WINDOWS_RESERVED:
+        slug = f"session-{slug}".strip("-")
+    return slug
+
+
+def short_id(session_id: str) -> str:
+    """Last token of the id (Hermes ``YYYYMMDD_HHMMSS_<hex6>`` → hex6), at most 8 chars, lowercase."""
+    tokens = [t for t in re.split(r"[^0-9A-Za-z]+", session_id) if t]
+    if tokens and len(tokens[-1]) >= 6:
+        return tokens[-1][-8:].lower()
+    return ("".join(tokens)[-8:] or "x").lower()
+
+
+def note_title(session: Session, summary: SessionSummary) -> str:
+    """Single-line title: summary title, else the session's, else the goal, else the id."""
+    for raw in (summary.title, session.title, summary.goal):
+        title = " ".join(_clean(raw or "").split())
+        if title:
+            return title if len(title) <= 120 else title[:119].rstrip() + "…"
+    return f"Session {session.id}"
+
+
+def note_relpath(session: Session, title: str) -> str:
+    """``YYYY/MM/YYYY-MM-DD-<slug>-<short id>.md`` from the UTC start (``undated/`` when unknown)."""
+    when = session.started_at or session.last_active_at or session.ended_at
+    stem = f"{slugify(title)}-{short_id(session.id)}"
+    if when is None:
+        return f"undated/{stem}.md"
+    when = _utc(when)
+    return f"{when:%Y}/{when:%m}/{when:%Y-%m-%d}-{stem}.md"
+
+
+def _utc(dt: datetime) -> datetime:
+    # Naive datetimes from the readers are UTC by contract (Hermes stores epoch seconds).
+    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+
+
+def iso(dt: datetime | None) -> str | None:
+    """``2026-11-20T08:00:00+00:00``. A string, not a YAML timestamp, so every reader sees the same."""
+    return None if dt is None else _utc(dt).isoformat(timespec="seconds")
+
+
+def tag_name(raw: str) -> str | None:
+    """An Obsidian-valid tag (letters, digits, ``_ - /``; never purely numeric) or ``None``."""
+    text = unicodedata.normalize("NFKC", raw).strip().lstrip("#").lower()
+    tag = "".join(c if c.isalnum() or c in "_-/" else "-" for c in text)
+    tag = re.sub(r"/{2,}", "/", re.sub(r"-{2,}", "-", tag)).strip("-/")
+    if not tag:
+        return None
+    return tag if any(c.isalpha() for c in tag) else f"tag-{tag}"
+
+
+def _unique(items: Iterable[str]) -> list[str]:
+    seen: dict[str, str] = {}
+    for item in items:
+        seen.setdefault(item.casefold(), item)
+    return list(seen.values())
+
+
+def default_link(session_id: str) -> str:
+    """``[[<session id>]]``: resolves through the ``aliases`` property of the target note."""
+    return f"[[{session_id}]]"
+
+
+# --------------------------------------------------------------------------- the stage
+
+
+def render_note(
+    session: Session,
+    summary: SessionSummary,
+    facts: Facts,
+    *,
+    content_hash: str,
+    distilled_at: datetime,
+    link_for: Callable[[str], str] | None = None,
+    skills: Sequence[str] = (),
+) -> Note:
+    """Build the note for one session. Deterministic for the same inputs (no clock, no I/O)."""
+    link = link_for or default_link
+    title = note_title(session, summary)
+    language = summary.language or facts.language
+    h = headings_for(language)
+    lineage = session.lineage
+    output_files = _unique([*facts.output_files, *summary.output_files])
+    tags = _unique(
+        t for t in (tag_name(x) for x in ("distill", f"source/{session.source}", *summary.tags)) if t
+    )
+
+    fm: dict[str, Any] = {
+        "type": "conversation",
+        "id": session.id,
+        "title": title,
+        "aliases": [session.id],
+        "date": f"{_utc(session.started_at):%Y-%m-%d}" if session.started_at else None,
+        "source": session.source,
+        "model": session.model or (facts.models[0] if facts.models else None),
+        "provider": session.provider,
+        "started_at": iso(session.started_at),
+        "ended_at": iso(session.ended_at),
+        "message_count": facts.message_count or len(session.messages),
+        "input_tokens": facts.input_tokens or session.input_tokens,
+        "output_tokens": facts.output_tokens or session.output_tokens,
+        "cost_usd": facts.cost_usd if facts.cost_usd is not None else session.cost_usd,
+        "parent_session": link(lineage.parent) if lineage.parent else None,
+        "projects": list(summary.projects),
+        "cwd": session.cwd,
+        "git_branch": session.git_branch,
+        "generations": facts.generations,
+        "output_files": output_files,
+        "end_state": summary.end_state,
+        "language": language,
+        "distill_version": pipeline.__version__,
+        "content_hash": content_hash,
+        "distilled_at": iso(distilled_at),
+        "summarizer": summary.summarizer,
+    }
+    if skills:
+        fm["skills"] = list(skills)
+    fm["tags"] = tags  # last, where gbrain's serialiser puts it too
+
+    related: list[tuple[str, str]] = []
+    for key in ("parent", "branched_from", "delegated_from", "reset_from"):
+        if target := getattr(lineage, key):
+            related.append((h[key], link(target)))
+    related += [(h["segment"], link(s)) for s in lineage.segments if s != session.id]
+    for key, ids in (
+        ("child", lineage.children),
+        ("branch", lineage.branches),
+        ("subagent", lineage.subagents),
+    ):
+        related += [(h[key], link(s)) for s in ids]
+
+    template = _env().get_template(TEMPLATE)
+    body = template.render(
+        h=h,
+        title=title,
+        goal=summary.goal,
+        phases=[
+            {
+                "title": p.title,
+                "asks": list(p.asks),
+                "done": p.done,
+                "outcome": h["outcomes"].get(p.outcome, p.outcome),
+            }
+            for p in summary.phases
+        ],
+        decisions=list(summary.decisions),
+        output_files=output_files,
+        open_items=list(summary.open_items),
+        lineage=_unique_pairs(related),
+    )
+    return Note(
+        session_id=session.id,
+        relpath=note_relpath(session, title),
+        frontmatter=fm,
+        body=body,
+        content_hash=content_hash,
+    )
+
+
+def _unique_pairs(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    return list(dict.fromkeys(pairs))
+
+
+# --------------------------------------------------------------------------- serialising
+
+
+class _NoteDumper(yaml.SafeDumper):
+    """SafeDumper that never emits anchors and quotes strings other YAML readers would retype."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    # js-yaml (gbrain) and Obsidian use YAML 1.2, where an unquoted "1234e567" or "0x1f" is a number
+    # although PyYAML (1.1) writes it plain; quoting anything that starts like a number avoids that.
+    if value[:1] in set("0123456789+-.") and "\n" not in value:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="'")
+    return dumper.represent_str(value)
+
+
+_NoteDumper.add_representer(str, _represent_str)
+_NoteDumper.add_representer(tuple, yaml.SafeDumper.represent_list)
+
+
+def dump_note(metadata: dict[str, Any], body: str) -> str:
+    """The file text: ``---`` YAML ``---``, a blank line, the body, one trailing newline."""
+    post = frontmatter.Post(body.rstrip("\n"))
+    # Assign rather than Post(**metadata): a user key named "content" or "handler" must not clash.
+    post.metadata.update(metadata)
+    return frontmatter.dumps(post, Dumper=_NoteDumper, sort_keys=False, width=1_000_000) + "\n"
+
+
+def note_text(note: Note) -> str:
+    return dump_note(note.frontmatter, note.body)

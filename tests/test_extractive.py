@@ -1,0 +1,199 @@
+"""The extractive summariser and its reusable helpers (asks, decisions, end state, open items)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pipeline.extractive import (
+    decision_candidates,
+    infer_end_state,
+    open_items,
+    summarise_extractive,
+    user_asks,
+)
+from pipeline.facts import derive_facts
+from pipeline.models import Chunk, Decision, Message, Session, ToolCall
+from tests.test_facts import TRACEBACK, load_real_session
+
+
+def u(text: str, rid: int | None = None, **kw: Any) -> Message:
+    return Message(role="user", content=text, row_id=rid, **kw)
+
+
+def a(text: str, rid: int | None = None, calls: tuple[ToolCall, ...] = ()) -> Message:
+    return Message(role="assistant", content=text, row_id=rid, tool_calls=calls)
+
+
+def run(cid: str, command: str, output: str, code: int) -> list[Message]:
+    return [
+        a("", calls=(ToolCall(id=cid, name="terminal", arguments={"command": command}),)),
+        Message(role="tool", tool_call_id=cid, content=json.dumps({"output": output, "exit_code": code})),
+    ]
+
+
+def sess(*messages: Message, **kw: Any) -> Session:
+    return Session(id="s", source=kw.pop("source", "cli"), cwd=kw.pop("cwd", "/home/ana/src/proj"),
+                   messages=messages, **kw)
+
+
+# --------------------------------------------------------------------------- asks
+
+
+def test_user_asks_skip_scaffolding_commands_pastes_and_acks() -> None:
+    msgs = [
+        u("[CONTEXT COMPACTION — REFERENCE ONLY] Earlier turns were compacted", is_carrier=True),
+        u("Review the conversation above and update the skill library"),
+        u("/model anthropic/claude-sonnet-4.5"),
+        u("Traceback (most recent call last):\n  File \"a.py\", line 1\nValueError: bad"),
+        u("getting this when I run it:\n```\nValueError: bad\n```\ncan you fix `load_config()`?"),
+        u("thanks!"),
+        u("/home/ana/src/proj/app.py crashes on start"),
+        u("Add a `--dry-run` flag to `distill`. It should print the notes instead of writing them. "
+          "Also it must not touch the cache. And log how many would be written."),
+    ]
+    assert user_asks(msgs) == [
+        "getting this when I run it: can you fix `load_config()`?",
+        "/home/ana/src/proj/app.py crashes on start",
+        "Add a `--dry-run` flag to `distill`. It should print the notes instead of writing them. "
+        "Also it must not touch the cache. And log how many would be written.",
+    ]
+    long = "x " * 200 + ". second sentence."
+    assert len(user_asks([u(long)])[0]) <= 300
+
+
+# --------------------------------------------------------------------------- decisions
+
+
+def test_decisions_english_with_rejected_options_and_rationale() -> None:
+    msgs = [
+        u("Should we use poetry instead of uv?", 1),
+        a("Let's go with `uv` instead of poetry because it resolves faster. Running tests now.", 2),
+        a("We chose SQLite over Postgres for the cache.", 3),
+        u("no, use `httpx` rather than requests", 4),
+        u("no thanks, that's all", 5),
+        a("I'll read the file first.", 6),
+    ]
+    assert decision_candidates(msgs) == [
+        Decision(choice="Let's go with `uv` instead of poetry because it resolves faster.",
+                 rationale="it resolves faster.", rejected=("poetry",), evidence="msg 2"),
+        Decision(choice="We chose SQLite over Postgres for the cache.", rejected=("Postgres",),
+                 evidence="msg 3"),
+        Decision(choice="no, use `httpx` rather than requests", rejected=("requests",), evidence="msg 4"),
+    ]
+
+
+def test_decisions_chinese() -> None:
+    msgs = [
+        a("我们决定改用 `pnpm`，而不是 npm。然后运行测试。", 10),
+        u("不用 Redis，换成 SQLite 就行", 11),
+        u("这个要不要用缓存？", 12),
+    ]
+    assert decision_candidates(msgs) == [
+        Decision(choice="我们决定改用 `pnpm`，而不是 npm。", rejected=("npm",), evidence="msg 10"),
+        Decision(choice="不用 Redis，换成 SQLite 就行", rejected=("Redis",), evidence="msg 11"),
+    ]
+
+
+# --------------------------------------------------------------------------- end state and open items
+
+
+def test_end_state_resolved() -> None:
+    s = sess(u("fix the failing test"), *run("1", "pytest", "FAILED x", 1), *run("2", "pytest", "3 passed", 0),
+             a("Fixed the off-by-one in `parse()`. All tests pass."), u("thanks, that's all"), a("👍"))
+    assert infer_end_state(s, derive_facts(s)) == "resolved"
+
+
+def test_end_state_unresolved_on_unanswered_question() -> None:
+    s = sess(u("fix the failing test"), a("Fixed it, tests pass."), u("why did it break in the first place?"))
+    assert infer_end_state(s, derive_facts(s)) == "unresolved"
+    assert open_items(s) == ["why did it break in the first place?"]
+
+
+def test_end_state_failed_on_traceback() -> None:
+    s = sess(u("run the app"), *run("1", "python app.py", TRACEBACK, 1))
+    assert infer_end_state(s, derive_facts(s)) == "failed"
+    s2 = sess(u("run the app"), *run("1", "python app.py", TRACEBACK, 1),
+              a("It still fails with the ImportError; I couldn't find `emit`."))
+    assert infer_end_state(s2, derive_facts(s2)) == "failed"
+
+
+def test_end_state_unresolved_when_user_says_it_still_fails_or_assistant_asks() -> None:
+    s = sess(u("fix it"), a("Done."), u("still broken, same error"), a("Let me look at the logs."))
+    assert infer_end_state(s, derive_facts(s)) == "unresolved"
+    s2 = sess(u("set up CI"), a("Which provider do you use, GitHub Actions or GitLab?"))
+    assert infer_end_state(s2, derive_facts(s2)) == "unresolved"
+    assert infer_end_state(sess(a("hello")), derive_facts(sess())) == "unknown"
+
+
+def test_open_items_from_next_steps_english_and_chinese() -> None:
+    s = sess(u("migrate the db"), a("Migrated the schema.\n\nNext steps:\n- backfill `users.email`\n- drop the old table\n\nBye."))
+    assert open_items(s) == ["backfill `users.email`", "drop the old table"]
+    zh = sess(u("迁移数据库"), a("已完成迁移。\n\n下一步：\n1. 回填 `users.email`\n2. 删除旧表"))
+    assert open_items(zh) == ["回填 `users.email`", "删除旧表"]
+
+
+# --------------------------------------------------------------------------- whole summaries
+
+
+def _write(cid: str, path: str) -> list[Message]:
+    return [
+        a("", calls=(ToolCall(id=cid, name="write_file", arguments={"path": path, "content": "x"}),)),
+        Message(role="tool", tool_call_id=cid, content=json.dumps({"success": True, "path": path})),
+    ]
+
+
+def test_summary_phases_follow_generations_and_topics() -> None:
+    gen0 = (u("add a `/health` endpoint to `server.ts`", 1), *_write("w1", "src/server.ts"),
+            a("I added the `/health` route in `src/server.ts`. Done.", 4),
+            u("now write the Dockerfile", 5), *_write("w2", "Dockerfile"), a("Created the Dockerfile.", 8))
+    carrier = u("[CONTEXT COMPACTION — REFERENCE ONLY] ...", 9, is_carrier=True)
+    gen1 = (carrier, u("deploy it with `docker compose up -d`", 10),
+            *run("d", "docker compose up -d", "Error: port 8080 is already allocated", 1))
+    s = sess(*gen0, *gen1, source="telegram")
+    chunks = [Chunk(session_id="s", generation=0, messages=gen0[:4]), Chunk(session_id="s", generation=0, part=1,
+              messages=gen0[4:]), Chunk(session_id="s", generation=1, messages=gen1)]
+    out = summarise_extractive(s, chunks, derive_facts(s, chunks))
+    assert out.goal == "add a `/health` endpoint to `server.ts`"
+    assert out.title == "Add a `/health` endpoint to `server.ts`"
+    assert [(p.title, p.generation, p.outcome) for p in out.phases] == [
+        ("Add a `/health` endpoint to `server.ts`", 0, "done"),
+        ("Now write the Dockerfile", 0, "done"),
+        ("Deploy it with `docker compose up -d`", 1, "failed"),
+    ]
+    assert out.phases[0].done == "I added the `/health` route in `src/server.ts`. Files changed: src/server.ts"
+    assert out.output_files == ("src/server.ts", "Dockerfile")
+    assert out.end_state == "failed"
+    assert out.tags == ("telegram", "typescript", "docker")
+    assert out.projects == ("proj",)
+    assert (out.summarizer, out.cost_usd, out.language) == ("extractive", 0.0, "en")
+
+
+def test_chinese_summary_uses_chinese_labels_but_keeps_user_text() -> None:
+    s = sess(u("帮我给 `parser.py` 加一个单元测试", 1), *_write("w", "tests/test_parser.py"),
+             a("我已添加测试 `tests/test_parser.py`，全部通过。", 4), cwd="/home/ana")
+    out = summarise_extractive(s, [], derive_facts(s))
+    assert out.language == "zh"
+    assert out.goal == "帮我给 `parser.py` 加一个单元测试"
+    assert out.phases[0].done == "我已添加测试 `tests/test_parser.py`，全部通过。 改动文件：tests/test_parser.py"
+    assert out.phases[0].outcome == "done"
+    assert out.end_state == "resolved"
+    assert out.projects == ()  # the home directory is not a project
+    assert out.tags == ("cli", "python")
+
+
+def test_real_hermes_session_summary() -> None:
+    s = load_real_session("20261120_080000_f2a74d")
+    out = summarise_extractive(s, [], derive_facts(s))
+    assert out.title == "Fix parser string unescaping"
+    assert out.goal.startswith("the parser tests started failing after I merged the lexer change.")
+    assert [(p.title, p.outcome) for p in out.phases] == [
+        ("The parser tests started failing after I merged the lexer change", "done"),
+        ("Add a regression test for the empty string and commit on the branch", "done"),
+    ]
+    assert out.decisions == (Decision(choice="I'll use `lexer.unescape` instead.", evidence="msg 7"),)
+    assert out.output_files == ("src/parsekit/parser.py", "tests/test_parser_regressions.py")
+    assert out.end_state == "resolved"
+    assert out.open_items == ()
+    assert out.tags == ("cli", "python", "git", "pytest", "uv")
+    assert out.projects == ("parsekit",)

@@ -1,0 +1,321 @@
+"""derive_facts: files, commands, errors and usage from hand-built sessions and the real v31 fixture."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from pipeline.facts import derive_facts, error_lines, file_touches, shell_file_ops
+from pipeline.models import Chunk, FileTouch, Message, ModelUsage, Session, ToolCall
+from tests.conftest import FIXTURES
+
+CWD = "/home/ana/src/proj"
+REAL_DB = FIXTURES / "hermes" / "state-v31.db"
+
+
+def call(cid: str, name: str, args: dict[str, Any] | str, text: str = "") -> Message:
+    return Message(role="assistant", content=text, tool_calls=(ToolCall(id=cid, name=name, arguments=args),))
+
+
+def result(cid: str, content: dict[str, Any] | str, name: str | None = None) -> Message:
+    body = content if isinstance(content, str) else json.dumps(content)
+    return Message(role="tool", content=body, tool_call_id=cid, tool_name=name)
+
+
+def session(*messages: Message, **kw: Any) -> Session:
+    return Session(id="s1", source="cli", cwd=kw.pop("cwd", CWD), messages=messages, **kw)
+
+
+def touches(*messages: Message) -> list[tuple[str, str]]:
+    return [(t.path, t.action) for t in derive_facts(session(*messages)).files]
+
+
+# --------------------------------------------------------------------------- file tools
+
+
+def test_hermes_file_tools_and_result_path_wins() -> None:
+    got = derive_facts(session(
+        call("1", "write_file", {"path": "src/new.py", "content": "x"}),
+        result("1", {"success": True, "path": f"{CWD}/src/new.py", "bytes_written": 1}),
+        call("2", "write_file", {"path": "src/new.py", "content": "y"}),
+        result("2", {"success": True, "path": "src/new.py", "bytes_written": 1}),
+        call("3", "read_file", {"path": "README.md"}),
+        result("3", {"content": "Error: this is file text, not an error", "path": "README.md"}),
+        call("4", "patch", {"path": "README.md", "old_string": "a", "new_string": "b"}),
+        result("4", {"success": True, "path": "README.md"}),
+        call("5", "search_files", {"pattern": "x", "path": "src"}),
+        result("5", {"matches": [{"path": "src/other.py"}]}),
+        call("6", "read_file", {"path": "docs/a.md"}),
+        result("6", {"content": "...", "path": "docs/a.md"}),
+        call("7", "write_file", {"path": "docs/a.md", "content": "z"}),
+        result("7", {"success": True, "path": "docs/a.md"}),
+    ))
+    assert got.files == (
+        FileTouch(path="src/new.py", action="created", tool="write_file"),
+        FileTouch(path="README.md", action="modified", tool="patch"),
+        FileTouch(path="docs/a.md", action="modified", tool="write_file"),
+    )
+    assert got.output_files == ["src/new.py", "README.md", "docs/a.md"]
+    assert got.errors == ()
+    assert got.tools == {"write_file": 3, "read_file": 2, "patch": 1, "search_files": 1}
+
+
+def test_failed_write_touches_nothing_and_reports_error() -> None:
+    got = derive_facts(session(
+        call("1", "write_file", {"path": "/etc/passwd", "content": "x"}),
+        result("1", {"success": False, "error": "Permission denied: /etc/passwd"}),
+    ))
+    assert got.files == ()
+    assert got.errors == ("Permission denied: /etc/passwd",)
+
+
+def test_claude_code_tools() -> None:
+    assert touches(
+        call("a", "Write", {"file_path": f"{CWD}/app.ts", "content": "x"}),
+        result("a", f"File created successfully at: {CWD}/app.ts"),
+        call("b", "Write", {"file_path": f"{CWD}/old.ts", "content": "x"}),
+        result("b", f"The file {CWD}/old.ts has been updated. Here's the result..."),
+        call("c", "Edit", {"file_path": f"{CWD}/lib/util.ts", "old_string": "a", "new_string": "b"}),
+        result("c", "The file has been updated."),
+        call("d", "MultiEdit", {"file_path": "/tmp/outside.ts", "edits": []}),
+        result("d", "Applied 2 edits"),
+        call("e", "NotebookEdit", {"notebook_path": f"{CWD}/nb.ipynb", "new_source": "x"}),
+        result("e", "Updated cell"),
+        call("f", "Read", {"file_path": f"{CWD}/package.json"}),
+        result("f", '     1\t{"name": "x"}'),
+        call("g", "Edit", {"file_path": f"{CWD}/missing.ts", "old_string": "a", "new_string": "b"}),
+        result("g", "<tool_use_error>String to replace not found in file.</tool_use_error>"),
+    ) == [
+        ("app.ts", "created"), ("old.ts", "modified"), ("lib/util.ts", "modified"),
+        ("/tmp/outside.ts", "modified"), ("nb.ipynb", "modified"), ("package.json", "read"),
+    ]
+
+
+def test_codex_apply_patch_headers() -> None:
+    patch = (
+        "*** Begin Patch\n*** Add File: web/index.html\n+<html>\n*** Update File: web/app.js\n"
+        "*** Move to: web/main.js\n@@\n-a\n+b\n*** Delete File: web/old.css\n"
+        "*** Update File: README.md\n@@\n-x\n+y\n*** End Patch"
+    )
+    assert touches(
+        call("p", "apply_patch", {"input": patch}),
+        result("p", {"output": "Success. Updated the following files:\nA web/index.html\n", "metadata": {"exit_code": 0}}),
+    ) == [
+        ("web/index.html", "created"), ("web/app.js", "deleted"), ("web/main.js", "moved"),
+        ("web/old.css", "deleted"), ("README.md", "modified"),
+    ]
+
+
+def test_codex_shell_with_argv_and_workdir() -> None:
+    got = derive_facts(session(
+        call("x", "shell", {"command": ["bash", "-lc", "rm -f build.log && echo ok > status.txt"], "workdir": f"{CWD}/sub"}),
+        result("x", "Exit code: 0\nWall time: 0.1 seconds\nOutput:\n"),
+        call("y", "exec_command", {"cmd": "touch notes.md"}),
+        result("y", "Exit code: 0\n"),
+    ))
+    assert [(t.path, t.action) for t in got.files] == [
+        ("sub/build.log", "deleted"), ("sub/status.txt", "created"), ("notes.md", "created")
+    ]
+    assert got.commands == ("rm -f build.log && echo ok > status.txt", "touch notes.md")
+
+
+# --------------------------------------------------------------------------- shell parsing
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("mv a.py b.py", [("a.py", "deleted"), ("b.py", "moved")]),
+        ("mv a.py b.py lib/", [("a.py", "deleted"), ("lib/a.py", "moved"), ("b.py", "deleted"), ("lib/b.py", "moved")]),
+        ("rm -rf build dist; rm *.pyc", [("build", "deleted"), ("dist", "deleted")]),
+        ("cp config.example.yaml config.yaml", [("config.yaml", "created")]),
+        ("echo hi > out.txt 2>&1 && cat x >> log.txt", [("out.txt", "created"), ("log.txt", "created")]),
+        ("python run.py 2>/dev/null | tee -a run.log", [("run.log", "created")]),
+        ("sed -i 's/a/b/' x.py y.py", [("x.py", "modified"), ("y.py", "modified")]),
+        ("sed -i '' -e 's/a/b/' z.py", [("z.py", "modified")]),
+        ("sed 's/a/b/' x.py > y.py", [("y.py", "created")]),
+        ("mkdir -p foo && touch foo/__init__.py", [("foo/__init__.py", "created")]),
+        ("cat > notes.md <<'EOF'\nit's an 'unbalanced body\nEOF\necho done >> notes.md", [("notes.md", "created"), ("notes.md", "created")]),
+        ("git mv old.py new.py && git rm stale.py", [("old.py", "deleted"), ("new.py", "moved"), ("stale.py", "deleted")]),
+        ("sudo bash -c 'cp a.txt backup/'", [("backup/a.txt", "created")]),
+        ("git status && ls -la", []),
+        ("echo 'unbalanced", []),
+    ],
+)
+def test_shell_file_ops(command: str, expected: list[tuple[str, str]]) -> None:
+    assert [(p, a) for p, a, _base in shell_file_ops(command)] == expected
+
+
+def test_cd_and_tilde_resolve_against_session_cwd() -> None:
+    assert touches(
+        call("1", "terminal", {"command": "cd ~/src/proj/pkg && mv a.py b.py && rm /tmp/scratch.txt"}),
+        result("1", {"output": "", "exit_code": 0, "error": None}),
+        call("2", "Bash", {"command": f"rm {CWD}/pkg/b.py > /dev/null"}),
+        result("2", ""),
+    ) == [("pkg/a.py", "deleted"), ("pkg/b.py", "deleted"), ("/tmp/scratch.txt", "deleted")]
+
+
+def test_globs_and_variables_are_not_files() -> None:
+    assert touches(call("1", "terminal", {"command": "rm *.pyc $OUT && touch ok.txt"}), result("1", "")) == [
+        ("ok.txt", "created")
+    ]
+
+
+# --------------------------------------------------------------------------- errors and commands
+
+
+TRACEBACK = (
+    "Traceback (most recent call last):\n  File \"app.py\", line 3, in <module>\n"
+    "    from pkg.events import emit\n"
+    "ImportError: cannot import name 'emit' from 'pkg.events' (/home/ana/src/proj/pkg/events.py)\n"
+)
+
+
+def test_errors_from_tracebacks_exit_codes_and_chinese() -> None:
+    got = derive_facts(session(
+        call("1", "terminal", {"command": "python app.py"}),
+        result("1", {"output": TRACEBACK, "exit_code": 1, "error": None}),
+        call("2", "terminal", {"command": "python app.py"}),
+        result("2", {"output": TRACEBACK, "exit_code": 1, "error": None}),
+        call("3", "terminal", {"command": "make deploy"}),
+        result("3", {"output": "building...\nstep 3 of 4 stopped", "exit_code": 2, "error": None}),
+        call("4", "terminal", {"command": "./tool.sh"}),
+        result("4", {"output": "错误：找不到配置文件 config.yaml", "exit_code": 1}),
+        call("5", "terminal", {"command": "grep -rn 'Error:' src"}),
+        result("5", {"output": "src/a.py:3: raise Error: no", "exit_code": 0}),
+        call("6", "Bash", {"command": "npm test"}),
+        result("6", "FAILED tests/a.test.ts\nError: expected 1 to equal 2"),
+    ))
+    assert got.errors == (
+        "ImportError: cannot import name 'emit' from 'pkg.events' (/home/ana/src/proj/pkg/events.py)",
+        "step 3 of 4 stopped",
+        "错误：找不到配置文件 config.yaml",
+        "Error: expected 1 to equal 2",
+        "FAILED tests/a.test.ts",
+    )
+    assert got.commands == ("python app.py", "make deploy", "./tool.sh", "grep -rn 'Error:' src", "npm test")
+
+
+def test_error_lines_are_clipped_and_limited() -> None:
+    long = "ValueError: " + "x" * 400
+    (line,) = error_lines(long)
+    assert len(line) == 200 and line.endswith("…")
+    many = [result(str(i), {"output": f"KeyError: 'k{i}'", "exit_code": 1}) for i in range(30)]
+    assert len(derive_facts(session(*many)).errors) == 20
+
+
+def test_pasted_user_traceback_counts() -> None:
+    got = derive_facts(session(Message(role="user", content=f"I get this:\n{TRACEBACK}")))
+    assert got.errors == (
+        "ImportError: cannot import name 'emit' from 'pkg.events' (/home/ana/src/proj/pkg/events.py)",
+    )
+
+
+def test_long_commands_are_trimmed() -> None:
+    cmd = "echo " + "a" * 400
+    (got,) = derive_facts(session(call("1", "terminal", {"command": cmd}), result("1", {"exit_code": 0}))).commands
+    assert len(got) == 300 and got.startswith("echo aaa")
+
+
+# --------------------------------------------------------------------------- usage and counts
+
+
+def test_usage_fallbacks_counts_and_language() -> None:
+    carrier = Message(role="user", content="[CONTEXT COMPACTION — REFERENCE ONLY] ...", is_carrier=True)
+    s = session(
+        Message(role="system", content="You are Hermes"),
+        Message(role="user", content="帮我把测试修好", timestamp=100.0),
+        carrier,
+        Message(role="assistant", content="好的", timestamp=160.0),
+        Message(role="user", content="谢谢", timestamp=200.5),
+        model="gpt-5",
+        usage=(
+            ModelUsage(model="gpt-5", input_tokens=100, output_tokens=10, cost_usd=0.5),
+            ModelUsage(model="claude-haiku", task="compression", input_tokens=50, output_tokens=5, cost_usd=0.25),
+        ),
+    )
+    chunks = [Chunk(session_id="s1", generation=g, part=p, messages=()) for g, p in ((0, 0), (1, 0), (1, 1))]
+    got = derive_facts(s, chunks)
+    assert (got.input_tokens, got.output_tokens, got.cost_usd) == (150, 15, 0.75)
+    assert got.models == ("gpt-5", "claude-haiku")
+    assert (got.message_count, got.user_turns, got.generations) == (4, 2, 2)
+    assert got.duration_s == 100.5
+    assert got.language == "zh"
+    assert derive_facts(s).generations == 1
+
+
+def test_session_fields_win_over_usage_rows() -> None:
+    s = session(
+        input_tokens=10, output_tokens=2, cost_usd=0.01,
+        started_at=datetime(2026, 1, 1, 10, 0, tzinfo=UTC), ended_at=datetime(2026, 1, 1, 10, 5, tzinfo=UTC),
+        usage=(ModelUsage(model="m", input_tokens=999, cost_usd=9.0),),
+    )
+    got = derive_facts(s)
+    assert (got.input_tokens, got.output_tokens, got.cost_usd, got.duration_s) == (10, 2, 0.01, 300.0)
+    assert got.models == ("m",)
+
+
+def test_file_touches_helper_on_a_slice() -> None:
+    msgs = [call("1", "Write", {"file_path": "a.py"}), result("1", "File created successfully at: a.py")]
+    assert file_touches(msgs) == [FileTouch(path="a.py", action="created", tool="Write")]
+
+
+# --------------------------------------------------------------------------- the real v31 fixture
+
+
+def load_real_session(session_id: str) -> Session:
+    """Build a Session straight from state.db rows (independent of extract.py)."""
+    if not REAL_DB.exists():
+        pytest.skip(f"{REAL_DB} not present")
+    db = sqlite3.connect(f"file:{REAL_DB}?mode=ro", uri=True)
+    db.row_factory = sqlite3.Row
+    s = db.execute("select * from sessions where id = ?", (session_id,)).fetchone()
+    msgs = []
+    for r in db.execute("select * from messages where session_id = ? order by id", (session_id,)):
+        calls = tuple(
+            ToolCall(id=t["id"], name=t["function"]["name"], arguments=json.loads(t["function"]["arguments"]))
+            for t in json.loads(r["tool_calls"] or "[]")
+        )
+        msgs.append(Message(
+            row_id=r["id"], role=r["role"], content=r["content"] or "", tool_calls=calls,
+            tool_call_id=r["tool_call_id"], tool_name=r["tool_name"], timestamp=r["timestamp"],
+            is_carrier=bool(r["_compressed_summary"]),
+        ))
+    db.close()
+
+    def ts(v: float | None) -> datetime | None:
+        return datetime.fromtimestamp(v, UTC) if v else None
+
+    return Session(
+        id=s["id"], source=s["source"], title=s["title"], model=s["model"], cwd=s["cwd"],
+        git_repo_root=s["git_repo_root"], git_branch=s["git_branch"], started_at=ts(s["started_at"]),
+        ended_at=ts(s["ended_at"]), input_tokens=s["input_tokens"], output_tokens=s["output_tokens"],
+        cost_usd=s["estimated_cost_usd"], messages=tuple(msgs),
+    )
+
+
+def test_real_hermes_session() -> None:
+    got = derive_facts(load_real_session("20261120_080000_f2a74d"))
+    assert got.files == (
+        FileTouch(path="src/parsekit/parser.py", action="modified", tool="patch"),
+        FileTouch(path="tests/test_parser_regressions.py", action="created", tool="write_file"),
+    )
+    assert got.commands == (
+        "cd ~/src/parsekit && uv run pytest -q",
+        "cd ~/src/parsekit && uv run pytest -q tests/test_parser_regressions.py && git add -A "
+        "&& git commit -m 'parser: unescape string literals via lexer.unescape'",
+    )
+    assert got.errors == (
+        "AssertionError: assert Node(kind='str', value='a\\\"b') == Node(kind='str', value='a\"b')",
+        "FAILED tests/test_parser.py::test_parse_nested_quotes[case3] - AssertionError",
+        "FAILED tests/test_parser.py::test_parse_empty_string - IndexError: string index out of range",
+    )
+    assert got.tools == {"terminal": 3, "read_file": 1, "search_files": 1, "patch": 2, "write_file": 1}
+    assert got.models == ("anthropic/claude-sonnet-4.5",)
+    assert (got.input_tokens, got.output_tokens, got.cost_usd) == (29726, 725, 0.107353)
+    assert (got.message_count, got.user_turns, got.language) == (20, 3, "en")
+    assert got.duration_s == pytest.approx(717.9, abs=0.01)
