@@ -73,7 +73,15 @@ def parse_when(text: str, now: datetime | None = None) -> datetime:
     )
 )
 def distill(
-    sessions: Annotated[list[str] | None, typer.Argument(help="Session ids or exact titles.", show_default=False)] = None,
+    sessions: Annotated[
+        list[str] | None,
+        typer.Argument(help="Session ids or exact titles, or transcript files/directories.", show_default=False),
+    ] = None,
+    from_: Annotated[
+        str | None,
+        typer.Option("--from", help="Format of transcript files (auto-detected): claude-code, codex, specstory, "
+                     "aider, hermes-export, hermes-dump, sharegpt."),
+    ] = None,
     db: Annotated[Path | None, typer.Option(help="state.db to read (default $HERMES_HOME/state.db).")] = None,
     profile: Annotated[str | None, typer.Option(help="Hermes profile: $HERMES_HOME/profiles/NAME.")] = None,
     out: Annotated[Path | None, typer.Option(help="Output directory (default $HERMES_HOME/distilled).")] = None,
@@ -95,7 +103,7 @@ def distill(
 ) -> None:
     try:
         report = _run(
-            sessions=sessions or [], db=db, profile=profile, out=out, demo=demo, all_=all_, since=since,
+            sessions=sessions or [], from_=from_, db=db, profile=profile, out=out, demo=demo, all_=all_, since=since,
             idle=idle, source=source or [], exclude_source=exclude_source, summarizer=summarizer,
             dry_run=dry_run, force=force, quiet=quiet or json_,
         )
@@ -112,7 +120,7 @@ def distill(
 
 
 def _run(
-    *, sessions: list[str], db: Path | None, profile: str | None, out: Path | None, demo: bool, all_: bool,
+    *, sessions: list[str], from_: str | None, db: Path | None, profile: str | None, out: Path | None, demo: bool, all_: bool,
     since: str | None, idle: str | None, source: list[str], exclude_source: list[str] | None, summarizer: str,
     dry_run: bool, force: bool, quiet: bool,
 ) -> RunReport:
@@ -124,8 +132,17 @@ def _run(
         from pipeline.resources import demo_db
 
         db, out, all_ = demo_db(), out or Path("distill-demo"), True
+    # A positional argument that names an existing path is a transcript to read, not a session id.
+    inputs = [Path(a).expanduser() for a in sessions if Path(a).expanduser().exists()]
+    if from_ and not inputs:
+        raise InputError(f"--from {from_}: name the transcript files or directories to read")
+    if from_:
+        from pipeline.sources import normalise_format
+
+        from_ = normalise_format(from_)
     settings = build_settings(
-        db=db, profile=profile, out=out, sessions=sessions, select_all=all_,
+        db=db, profile=profile, out=out, sessions=[a for a in sessions if Path(a).expanduser() not in inputs],
+        inputs=inputs, input_format=from_, select_all=all_,
         since=parse_when(since) if since else None, idle=parse_age(idle) if idle else None,
         include_sources=source,
         exclude_sources=list(DEFAULT_EXCLUDED_SOURCES if exclude_source is None else exclude_source),
@@ -172,9 +189,40 @@ def _print_summary(report: RunReport) -> None:
         typer.echo(notice, err=True)
 
 
+import_app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
+
+
+@import_app.command(
+    help=(
+        "Write transcripts (Claude Code, Codex, SpecStory, aider, Hermes exports) into a Hermes-shaped "
+        "state.db, so Hermes can browse and resume them.\n\n"
+        "Example: distill import --into-db ~/imported.db ~/.claude/projects"
+    )
+)
+def import_(
+    files: Annotated[list[Path], typer.Argument(help="Transcript files or directories.")],
+    into_db: Annotated[Path, typer.Option("--into-db", help="The state.db to write (created if missing).")],
+    from_: Annotated[str | None, typer.Option("--from", help="Input format (auto-detected).")] = None,
+    existing: Annotated[
+        bool, typer.Option("--into-existing", help="Consent to add rows to a database that already exists.")
+    ] = False,
+) -> None:
+    from pipeline.importdb import import_sessions
+    from pipeline.sources import normalise_format, read_sessions
+
+    try:
+        fmt = normalise_format(from_) if from_ else None
+        sessions = (s for path in files for s in read_sessions(path, fmt))
+        added = import_sessions(sessions, into_db, allow_existing=existing)
+    except DistillError as exc:
+        typer.echo(f"Error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    typer.echo(f"{added} sessions written to {into_db}", err=True)
+
+
 def _tool_apps() -> dict[str, typer.Typer]:
     """Tool commands, imported only when asked for so ``distill --help`` stays fast."""
-    apps: dict[str, typer.Typer] = {}
+    apps: dict[str, typer.Typer] = {"import": import_app}
     try:
         from pipeline.hook import hook_app
 

@@ -41,6 +41,10 @@ class Settings(BaseModel):
     db: Path = Field(description="The state.db to read.")
     out: Path = Field(description="Where notes are written (default $HERMES_HOME/distilled).")
     sessions: list[str] = Field(default_factory=list, description="Session ids or exact titles.")
+    inputs: list[Path] = Field(
+        default_factory=list, description="Transcript files or directories to read instead of state.db."
+    )
+    input_format: str | None = Field(None, description="Format of ``inputs`` (auto-detected when None).")
     select_all: bool = False
     since: datetime | None = Field(None, description="Sessions active at or after this time.")
     idle: float | None = Field(None, description="Only sessions idle for at least this many seconds.")

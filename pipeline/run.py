@@ -17,6 +17,7 @@ import json
 import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 from pipeline import __version__
@@ -148,40 +149,72 @@ def run(
 
     started = time.perf_counter()
     summarise = summarise or summarise_extractive
-    report = RunReport(db=str(settings.db), out=str(settings.out), summarizer=summariser_id,
-                       dry_run=settings.dry_run)
-    with HermesDB(settings.db) as db:
-        ids = select_sessions(db, settings, notices=report.notices)
-        report.selected = len(ids)
+    report = RunReport(db=None if settings.inputs else str(settings.db), out=str(settings.out),
+                       summarizer=summariser_id, dry_run=settings.dry_run)
+    now = datetime.now(UTC)
+
+    def record(result: SessionResult) -> None:
+        report.add(result)
+        if on_result:
+            on_result(result)
+
+    if settings.inputs:
+        sessions = [s for path in settings.inputs for s in _file_sessions(path, settings, report.notices)]
+        report.selected = len(sessions)
         # A dry run must not even create the output directory; the index is saved once at the end.
         store = NoteStore(settings.out, create=not settings.dry_run, autosave=False)
-        seen = _Fingerprints(settings.out)
-        now = datetime.now(UTC)
-        for sid in _iterate(ids, progress):
-            result = _one(db, sid, settings, store, seen, summarise, summariser_id, now)
-            report.add(result)
-            if on_result:
-                on_result(result)
-        if not settings.dry_run:
-            seen.save()
-            store.save_index()
+        for i in _iterate_n(len(sessions), progress):
+            record(_guarded(sessions[i].id, partial(
+                distill_session, sessions[i], settings=settings, store=store, summarise=summarise,
+                summariser_id=summariser_id, distilled_at=now)))
+    else:
+        with HermesDB(settings.db) as db:
+            ids = select_sessions(db, settings, notices=report.notices)
+            report.selected = len(ids)
+            store = NoteStore(settings.out, create=not settings.dry_run, autosave=False)
+            seen = _Fingerprints(settings.out)
+            for i in _iterate_n(len(ids), progress):
+                record(_one(db, ids[i], settings, store, seen, summarise, summariser_id, now))
+            if not settings.dry_run:
+                seen.save()
+    if not settings.dry_run:
+        store.save_index()
     report.elapsed_s = round(time.perf_counter() - started, 3)
     return report
 
 
-def _iterate(ids: list[str], progress: Callable[[int], Iterable[int]] | None) -> Iterator[str]:
-    if progress is None:
-        yield from ids
-        return
-    for i in progress(len(ids)):
-        yield ids[i]
+def _file_sessions(path: Path, settings: Settings, notices: list[str]) -> Iterator[Session]:
+    """Sessions from a transcript file or directory, with the same source filters as state.db."""
+    from pipeline.sources import read_sessions
+
+    for session in read_sessions(path, settings.input_format):
+        source = "subagent" if session.lineage.delegated_from else session.source
+        if (settings.include_sources and source not in settings.include_sources) or (
+            not settings.include_sources and source in settings.exclude_sources
+        ):
+            notices.append(f"{session.id}: skipped, its source {source!r} is filtered out; pass --source {source}")
+            continue
+        yield session
+
+
+def _guarded(sid: str, fn: Callable[[], SessionResult]) -> SessionResult:
+    try:
+        return fn()
+    except DistillError as exc:
+        return SessionResult(session_id=sid, status="failed", error=str(exc))
+    except Exception as exc:  # one bad session must not stop the run; it is reported
+        return SessionResult(session_id=sid, status="failed", error=f"{type(exc).__name__}: {exc}")
+
+
+def _iterate_n(n: int, progress: Callable[[int], Iterable[int]] | None) -> Iterable[int]:
+    return range(n) if progress is None else progress(n)
 
 
 def _one(
     db: HermesDB, sid: str, settings: Settings, store: object, seen: _Fingerprints,
     summarise: Summariser, summariser_id: str, now: datetime,
 ) -> SessionResult:
-    try:
+    def work() -> SessionResult:
         fp = fingerprint(db, sid)
         existing = store.path_for(sid)  # type: ignore[attr-defined]
         if not settings.force and existing and seen.get(sid) == (fp, summariser_id):
@@ -192,10 +225,8 @@ def _one(
         if result.status in ("written", "unchanged"):
             seen.set(sid, fp, summariser_id)
         return result
-    except DistillError as exc:
-        return SessionResult(session_id=sid, status="failed", error=str(exc))
-    except Exception as exc:  # one bad session must not stop the nightly run; it is reported
-        return SessionResult(session_id=sid, status="failed", error=f"{type(exc).__name__}: {exc}")
+
+    return _guarded(sid, work)
 
 
 class _Fingerprints:

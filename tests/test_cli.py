@@ -218,3 +218,33 @@ def test_two_runs_at_once_do_not_corrupt(tmp_path: Path) -> None:
     for f in files:
         assert frontmatter.load(f)["id"]
     assert not list(out.rglob("*.tmp"))
+
+
+TRANSCRIPTS = ROOT / "fixtures" / "transcripts"
+
+
+def test_transcript_files_are_inputs(tmp_path: Path) -> None:
+    files = sorted(p for p in TRANSCRIPTS.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".md", ".json")
+                   and p.name != "README.md")
+    assert files, "fixtures/transcripts is empty"
+    out = tmp_path / "out"
+    code, stdout, stderr = invoke(*files[:3], "--out", out, "--json")
+    assert code == 0, stderr
+    report = json.loads(stdout)
+    assert report["db"] is None and report["written"] >= 3
+    # sorted: two aider histories (one holds several chat sessions), then a Claude Code project file
+    assert {frontmatter.load(f)["source"] for f in notes(out)} == {"aider", "claude-code"}
+
+
+def test_import_into_db_then_distill(tmp_path: Path) -> None:
+    src = next(p for p in (TRANSCRIPTS / "codex").rglob("*.jsonl"))
+    db = tmp_path / "imported.db"
+    with pytest.raises(SystemExit) as exc:
+        main(["import", "--into-db", str(db), str(src)])
+    assert exc.value.code in (0, None)
+    code, stdout, stderr = invoke("--db", db, "--all", "--out", tmp_path / "out", "--source", "codex", "--json")
+    assert code == 0, stderr
+    assert json.loads(stdout)["written"] == 1
+    with pytest.raises(SystemExit) as exc:  # an existing database needs explicit consent
+        main(["import", "--into-db", str(db), str(src)])
+    assert exc.value.code == 2

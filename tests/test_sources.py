@@ -1,0 +1,405 @@
+"""Foreign-format readers on real transcripts (fixtures/transcripts/, origins in its README).
+
+Expected numbers were hand-checked against the raw files (tool_use / function_call / marker
+counts with jq-style scripts and by reading the files), not copied from reader output.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from pipeline.errors import InputError
+from pipeline.models import Session
+from pipeline.sources import FORMATS, detect_format, read_sessions
+
+FIX = Path(__file__).resolve().parent.parent / "fixtures" / "transcripts"
+CORPUS = Path("/work/shared/agent-transcripts")
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def one(path: Path, fmt: str | None = None) -> Session:
+    sessions = list(read_sessions(path, fmt))
+    assert len(sessions) == 1
+    return sessions[0]
+
+
+def roles(s: Session) -> Counter[str]:
+    return Counter(m.role for m in s.messages)
+
+
+def calls(s: Session) -> list:
+    return [c for m in s.messages for c in m.tool_calls]
+
+
+def paths(s: Session, names: set[str] | None = None) -> set[str]:
+    out = set()
+    for c in calls(s):
+        if isinstance(c.arguments, dict) and (names is None or c.name in names):
+            p = c.arguments.get("file_path") or c.arguments.get("path")
+            if p:
+                out.add(p)
+    return out
+
+
+def carriers(s: Session) -> int:
+    return sum(m.is_carrier for m in s.messages)
+
+
+def assert_tool_rows_pair(s: Session) -> None:
+    """Every tool row answers a call issued earlier in the same session."""
+    seen: set[str] = set()
+    for m in s.messages:
+        seen.update(c.id for c in m.tool_calls if c.id)
+        if m.role == "tool" and m.tool_call_id:
+            assert m.tool_call_id in seen, m.tool_call_id
+
+
+# --------------------------------------------------------------------------- detection
+
+
+@pytest.mark.parametrize(
+    ("rel", "fmt"),
+    [
+        ("claude-code/cloak-squads-grant-setup.jsonl", "claude-code"),
+        ("claude-code/session-logs-auto-worklog-skill-zh.jsonl", "claude-code"),  # starts with summary lines
+        ("codex/fundwise-grant-skill.jsonl", "codex"),
+        ("specstory/shadcn-admin-feature-help-zh.md", "specstory"),  # v0 "## SpecStory"
+        ("specstory/forwarder-system-freight-planning-zh.md", "specstory"),
+        ("aider/mozgoslav-rag-hotkey-ru.md", "aider"),
+        ("hermes-dump/hermes-image-gen-ui-research-zh.json", "hermes-dump"),
+        ("hermes-export/all.jsonl", "hermes-export"),
+        ("README.md", None),
+    ],
+)
+def test_detect_format(rel: str, fmt: str | None) -> None:
+    if fmt is None:
+        with pytest.raises(InputError, match="not a session format"):
+            detect_format(FIX / rel)
+    else:
+        assert detect_format(FIX / rel) == fmt
+
+
+def test_formats_listed() -> None:
+    assert set(FORMATS) == {"hermes-export", "hermes-dump", "sharegpt", "claude-code", "codex", "specstory", "aider"}
+
+
+def test_unknown_and_missing_input_raise_input_error(tmp_path: Path) -> None:
+    junk = tmp_path / "notes.jsonl"
+    junk.write_text('{"hello": 1}\n')
+    with pytest.raises(InputError, match=r"notes\.jsonl.*--from"):
+        list(read_sessions(junk))
+    with pytest.raises(InputError, match="no such file"):
+        list(read_sessions(tmp_path / "absent.jsonl"))
+    with pytest.raises(InputError, match="unknown format"):
+        list(read_sessions(junk, "cursor"))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(InputError, match="no session files"):
+        list(read_sessions(empty))
+
+
+def test_directory_walk_reads_every_format_and_skips_readme() -> None:
+    sessions = list(read_sessions(FIX))
+    assert Counter(s.source for s in sessions)["claude-code"] == 4
+    assert {s.source for s in sessions} >= {"claude-code", "codex", "specstory", "aider", "hermes-dump", "cli"}
+    only = list(read_sessions(FIX, "codex"))
+    assert [s.source for s in only] == ["codex", "codex"]
+
+
+# --------------------------------------------------------------------------- Claude Code
+
+
+def test_claude_code_merges_blocks_by_message_id() -> None:
+    s = one(FIX / "claude-code/cloak-squads-grant-setup.jsonl")
+    assert (s.id, s.source, s.origin) == ("6677d86c-a0d1-484d-946c-b89a8c928c0b", "claude-code", "claude-code-jsonl")
+    assert s.title == "Apply for Superteam agentic engineering grant"  # last ai-title line
+    # 13 assistant lines share 6 message ids -> 6 rows; 7 tool_use, 7 tool_result.
+    assert roles(s) == {"assistant": 6, "tool": 7, "user": 3, "system": 1}
+    assert Counter(c.name for c in calls(s)) == {"Bash": 4, "Read": 2, "Skill": 1}
+    assert paths(s, {"Read"}) == {"/Users/rafazaum/.claude/skills/apply-grant", "/Users/rafazaum/.claude/skills/apply-grant/SKILL.md"}
+    assert s.model == "claude-sonnet-4-6"
+    assert s.cwd == "/Users/rafazaum/Desktop/cloak-squads"
+    assert_tool_rows_pair(s)
+    first_tool = next(m for m in s.messages if m.role == "tool")
+    assert first_tool.tool_name == "Bash" and first_tool.tool_call_id
+    assert all(m.timestamp is not None for m in s.messages)
+
+
+def test_claude_code_cut_off_session() -> None:
+    s = one(FIX / "claude-code/agentic-wallet-grant-skill-short.jsonl")
+    assert [c.name for c in calls(s)] == ["Skill", "Bash"]  # the Bash result was never written
+    assert roles(s)["tool"] == 1
+    assert roles(s)["system"] == 1  # isMeta skill body is harness text, not the user
+    assert s.messages[0].content == "help me apply for the agentic engineering grant by Superteam"
+
+
+def test_claude_code_compaction_is_a_generation() -> None:
+    s = one(FIX / "claude-code/session-logs-auto-worklog-skill-zh.jsonl")
+    assert carriers(s) == 1
+    carrier = next(m for m in s.messages if m.is_carrier)
+    assert carrier.content.startswith("This session is being continued from a previous conversation")
+    assert carrier.carrier_summary and not carrier.carrier_summary.startswith("This session")
+    idx = s.messages.index(carrier)
+    assert all(m.compacted and not m.active for m in s.messages[:idx])
+    assert all(m.active for m in s.messages[idx:])
+    assert len(calls(s)) == 128 and roles(s)["tool"] == 128
+    assert Counter(c.name for c in calls(s))["Edit"] == 34
+    written = paths(s, {"Write", "Edit", "MultiEdit"})
+    assert "~/.claude/hooks/auto-daily-summary.sh" in written and len(written) == 11
+    assert CJK.search(next(m.content for m in s.messages if m.role == "user"))  # Chinese, decoded cleanly
+    assert s.input_tokens > 0 and s.output_tokens > 0
+
+
+def test_claude_code_subagent_file_is_linked_child() -> None:
+    s = one(FIX / "claude-code/subagent-claude-model-switch-webfetch.jsonl")
+    assert s.id == "2f8c41c3-1c48-4a04-aa9f-c0d3e00d8d40-agent-a7268cc"
+    assert s.lineage.delegated_from == "2f8c41c3-1c48-4a04-aa9f-c0d3e00d8d40"
+    assert [c.name for c in calls(s)] == ["WebFetch", "WebFetch"]
+
+
+# --------------------------------------------------------------------------- Codex
+
+
+def test_codex_rollout_with_cut_off_call() -> None:
+    s = one(FIX / "codex/fundwise-grant-skill.jsonl")
+    assert s.id == "019df370-6a11-7552-b639-f3069ba86732" and s.source == "codex"
+    assert s.model == "gpt-5.5" and s.cwd == "/Users/sarthiborkar/Build/FundWise"
+    assert [c.name for c in calls(s)] == ["exec_command"] * 5
+    assert roles(s) == {"user": 1, "assistant": 4, "tool": 4, "system": 2}  # 5 calls, 4 outputs
+    assert any("without output" in p for p in s.problems)
+    assert isinstance(calls(s)[0].arguments, dict) and "SKILL.md" in calls(s)[0].arguments["cmd"]
+    assert [m.content for m in s.messages if m.role == "user"] == ["use  apply grant skill"]
+    assert_tool_rows_pair(s)
+
+
+def test_codex_injected_context_is_system() -> None:
+    s = one(FIX / "codex/privacy-x402-init-agents-md.jsonl")
+    assert [m.content for m in s.messages if m.role == "user"] == ["init"]
+    assert roles(s) == {"system": 4, "user": 1, "assistant": 3, "tool": 5}
+    assert all(m.tool_name == "exec_command" for m in s.messages if m.role == "tool")
+    assert any(m.reasoning for m in s.messages if m.role == "assistant")  # reasoning summaries kept
+
+
+# --------------------------------------------------------------------------- SpecStory
+
+
+def test_specstory_v2_tool_use_blocks() -> None:
+    s = one(FIX / "specstory/skillz-combine-design-docs.md")
+    assert s.id == "9ccb9925-163e-43b1-bcd0-40a387b69c76"
+    assert s.title == "Combine design documents into final version"
+    assert s.model == "gpt-5-codex"
+    assert Counter(c.name for c in calls(s)) == {"todo_write": 2, "apply_patch": 1, "read_lints": 1}
+    assert paths(s) == {"/Users/kevinlin/code/skillz/DESIGN-combined.md"}  # from "*** Add File:" not "undefined"
+    assert roles(s)["user"] == 1
+    assert_tool_rows_pair(s)
+
+
+def test_specstory_v2_copilot_input_bullets() -> None:
+    s = one(FIX / "specstory/bing-wallpaper-copilot-java21-upgrade.md")
+    assert s.id == "d3703dc8-ac9f-44b1-b501-9cf4fff1e84a"
+    c = Counter(x.name for x in calls(s))
+    assert c["run_in_terminal"] == 19 and c["apply_patch"] == 8 and c["create_file"] == 1
+    create = next(x for x in calls(s) if x.name == "create_file")
+    assert create.arguments["path"].endswith("bing-wallpaper\\rewrite.yml")
+    run = next(x for x in calls(s) if x.name == "run_in_terminal")
+    assert run.arguments["command"].startswith("Push-Location")
+    assert roles(s)["user"] == 4
+
+
+def test_specstory_v2_cursor_nul_crlf_and_twin_blocks() -> None:
+    raw = (FIX / "specstory/forwarder-system-freight-planning-zh.md").read_bytes()
+    assert b"\x00" in raw and b"\r\n" in raw
+    s = one(FIX / "specstory/forwarder-system-freight-planning-zh.md")
+    assert all("\x00" not in m.content and "\r" not in m.content for m in s.messages)
+    assert roles(s)["user"] == 91  # 91 _**User**_ markers
+    c = Counter(x.name for x in calls(s))
+    # 1043 <tool-use> blocks; Cursor writes an empty twin after 518 of them.
+    assert sum(c.values()) == 525
+    assert c["edit_file_v2"] == 194 and c["run_terminal_command_v2"] == 156
+    edited = paths(s, {"edit_file_v2"})
+    assert "e:\\cursor-projects\\Forwarder System\\AGENTS.md" in edited
+    run = next(x for x in calls(s) if x.name == "run_terminal_command_v2")
+    assert run.arguments["command"] == "dir /b"
+    assert s.model == "claude-opus-4-7-thinking-xhigh"
+    assert CJK.search(s.messages[0].content + s.messages[2].content)
+
+
+def test_specstory_v15_tool_use_lines() -> None:
+    s = one(FIX / "specstory/agente-bsc-rag-resolve-pt.md")
+    c = Counter(x.name for x in calls(s))
+    assert c == {"run_terminal_cmd": 25, "grep": 1, "read_file": 1, "search_replace": 1}
+    assert paths(s) == {".gitignore"}
+    assert roles(s)["user"] == 4
+    assert any("gitignore" in m.content for m in s.messages if m.role == "assistant")
+
+
+def test_specstory_v1_markers() -> None:
+    s = one(FIX / "specstory/health-backend-maven-missing-module-zh.md")
+    c = Counter(x.name for x in calls(s))
+    assert c == {"read_file": 7, "list_dir": 3, "codebase_search": 3, "run_terminal_cmd": 3, "grep_search": 1}
+    assert paths(s, {"read_file"}) == {"pom.xml", "common/pom.xml", "admin/src/main/resources/application.properties"}
+    assert s.started_at is not None and s.started_at.isoformat().startswith("2025-09-10T02:10")
+
+
+def test_specstory_v0_without_tool_calls() -> None:
+    s = one(FIX / "specstory/shadcn-admin-feature-help-zh.md")
+    assert calls(s) == []
+    # 8 user markers; 46 assistant markers, 8 of them empty (tools ran but were not exported).
+    assert roles(s) == {"user": 8, "assistant": 38}
+    assert s.title == "实现功能的帮助请求"
+    assert s.started_at is not None and s.started_at.year == 2025
+
+
+def test_specstory_unclosed_fence_does_not_swallow_turns() -> None:
+    s = one(FIX / "specstory/download-manager-analysis-doc-writing-zh.md")
+    assert roles(s)["user"] == 8  # a ```kotlin fence is never closed before the 5th user turn
+
+
+# --------------------------------------------------------------------------- aider
+
+
+def test_aider_several_sessions_per_file() -> None:
+    sessions = list(read_sessions(FIX / "aider/mozgoslav-rag-hotkey-ru.md"))
+    assert len(sessions) == 3  # three "# aider chat started at" headers
+    assert sessions[0].started_at is not None and sessions[0].started_at.isoformat().startswith("2026-04-22T22:40:12")
+    assert len({s.id for s in sessions}) == 3
+    users = sum(roles(s)["user"] for s in sessions)
+    assert users == 21
+    edits = [c for s in sessions for c in calls(s)]
+    assert len(edits) == 5 and all(c.name in ("aider_apply_edit", "aider_commit") for c in edits)
+    assert any(re.search("[а-яА-Я]", m.content) for s in sessions for m in s.messages if m.role == "user")
+    assert all(s.source == "aider" and s.origin == "aider-md" for s in sessions)
+
+
+def test_aider_single_turn_without_edits() -> None:
+    s = one(FIX / "aider/ai-text-detector-gh-pages-debug.md")
+    assert roles(s)["user"] == 1 and calls(s) == []
+    assert s.model == "gemini/gemini-2.5-pro-preview-03-25"
+
+
+# --------------------------------------------------------------------------- Hermes
+
+
+def test_hermes_request_dump() -> None:
+    s = one(FIX / "hermes-dump/hermes-image-gen-ui-research-zh.json")
+    assert (s.id, s.source, s.model) == ("20260615_113941_cf6894", "hermes-dump", s.model)
+    assert roles(s) == {"user": 1, "assistant": 5, "tool": 5}  # system prompt is not a row
+    assert Counter(c.name for c in calls(s)) == {"web_search": 4, "browser_navigate": 1}
+    assert s.started_at is not None and s.started_at.isoformat().startswith("2026-06-15T11:39:41")
+    ts = [m.timestamp for m in s.messages]
+    assert ts == sorted(ts) and ts[0] < ts[-1]  # spread between session start and dump time
+    assert_tool_rows_pair(s)
+
+
+def test_hermes_export_sessions_chains_and_flags() -> None:
+    sessions = {s.id: s for s in read_sessions(FIX / "hermes-export/all.jsonl")}
+    assert len(sessions) == 12  # 14 lines, one 3-segment compression chain merged
+    chain = sessions["20261121_101748_56947a"]
+    assert chain.lineage.segments == ("20261121_101748_56947a", "20261121_103803_865922", "20261121_105132_cef61d")
+    # 97 rows; carrier row 164 also holds the assistant's own turn, which decode_row splits off.
+    assert len(chain.messages) == 25 + 35 + 37 + 1 and carriers(chain) == 2
+    assert chain.end_reason == "user_exit" and chain.origin == "hermes-jsonl" and chain.source == "cli"
+    inplace = sessions["20261120_131945_b12aa1"]
+    # 107 rows - 18 rewound (0/0) = 89; force-user carrier row 120 also carries the live user turn.
+    assert carriers(inplace) == 2 and len(inplace.messages) == 89 + 1
+    assert Counter((m.active, m.compacted) for m in inplace.messages) == {(False, True): 75, (True, False): 15}
+    carrier = next(m for m in inplace.messages if m.is_carrier)
+    assert carrier.carrier_summary.startswith("## Historical Task Snapshot")
+    assert all(m.identity for m in inplace.messages)  # message_uid kept for cross-generation dedupe
+    assert sessions["20261120_081651_19f991"].lineage.branched_from == "20261120_080000_f2a74d"
+    assert sessions["20261120_081257_ad1b72"].lineage.delegated_from == "20261120_080000_f2a74d"
+    assert sum(m.images for m in sessions["20261122_131238_c379023e"].messages) == 1  # list content
+    release = sessions["20261123_171935_d039b9"]
+    assert [c.name for c in calls(release)] == ["write_file"] and release.title == "Release checklist"
+
+
+@pytest.mark.skipif(not (CORPUS / "hermes-request-dump").exists(), reason="shared corpus not mounted")
+def test_hermes_dump_with_compaction_from_corpus() -> None:
+    s = one(CORPUS / "hermes-request-dump/hermes-xiaosuan-bizplan-ppt-and-iching-site-zh.json")
+    assert len(s.messages) == 932 and carriers(s) == 1  # 933 minus the system prompt
+    assert s.messages[3].is_carrier and s.messages[3].role == "user"
+
+
+@pytest.mark.skipif(not (CORPUS / "hermes-trajectory").exists(), reason="shared corpus not mounted")
+def test_sharegpt_trajectories_from_corpus() -> None:
+    sessions = list(read_sessions(CORPUS / "hermes-trajectory/neurareport-pdf-template-pipeline-118-runs.jsonl"))
+    assert len(sessions) == 118 and len({s.id for s in sessions}) == 118
+    assert sum(len(s.messages) for s in sessions) == 1359  # MANIFEST approx_messages
+    assert all(s.source == "sharegpt" for s in sessions)
+    for s in sessions:
+        assert_tool_rows_pair(s)
+
+
+def test_sharegpt_tool_calls_pair_by_position(tmp_path: Path) -> None:
+    record = {
+        "timestamp": "2026-04-05T14:19:06", "model": "m", "completed": False,
+        "conversations": [
+            {"from": "system", "value": "<tools>[]</tools>"},
+            {"from": "human", "value": "make it"},
+            {"from": "gpt", "value": '<think>plan</think>ok\n<tool_call>\n{"name": "write_file", "arguments": {"path": "a.txt"}}\n</tool_call>\n<tool_call>\n{"name": "read_file", "arguments": {"path": "b.txt"}}\n</tool_call>'},
+            {"from": "tool", "value": '<tool_response>\n{"tool_call_id": "qwen_tc_0", "name": "write_file", "content": {"ok": true}}\n</tool_response>\n<tool_response>\n{"tool_call_id": "qwen_tc_0", "name": "read_file", "content": "B"}\n</tool_response>'},
+        ],
+    }
+    f = tmp_path / "trajectory_samples.jsonl"
+    f.write_text(json.dumps(record) + "\n")
+    s = one(f)
+    assert s.end_reason == "failed"
+    a = s.messages[1]
+    assert a.content == "ok" and a.reasoning == "plan" and [c.arguments["path"] for c in a.tool_calls] == ["a.txt", "b.txt"]
+    assert [m.tool_call_id for m in s.messages[2:]] == [c.id for c in a.tool_calls]
+    assert s.messages[3].content == "B"
+
+
+# --------------------------------------------------------------------------- robustness
+
+
+def _cc_line(kind: str, ts: str | None, content: object, mid: str = "m1", **extra: object) -> str:
+    message = {"role": kind, "content": content} | ({"id": mid} if kind == "assistant" else {})
+    obj = {"type": kind, "sessionId": "s1", "uuid": f"u{ts}{kind}", "message": message} | extra
+    if ts:
+        obj["timestamp"] = ts
+    return json.dumps(obj, ensure_ascii=False)
+
+
+def test_corrupt_claude_code_file(tmp_path: Path) -> None:
+    big = "x" * 2_000_000
+    lines = [
+        _cc_line("user", "2026-01-01T00:00:00Z", "héllo"),
+        json.dumps({"type": "brand-new-event", "sessionId": "s1"}),
+        _cc_line("assistant", None, [{"type": "tool_use", "id": "t1", "name": "Write", "input": {"file_path": "/a.py"}}]),
+        _cc_line("user", None, [{"type": "tool_result", "tool_use_id": "t1", "content": big}]),
+        _cc_line("assistant", "2026-01-01T00:00:10Z", [{"type": "text", "text": "done"}], mid="m2"),
+        '{"type": "assistant", "message": {"id": "m3", "content": [{"type": "te',  # cut off mid-write
+    ]
+    data = ("\r\n".join(lines)).encode("utf-8").replace(b"h\xc3\xa9llo", b"h\xe9llo\x00")  # latin-1 byte + NUL
+    f = tmp_path / "session.jsonl"
+    f.write_bytes(data)
+    s = one(f)
+    assert s.messages[0].content == "h\ufffdllo"
+    assert [m.role for m in s.messages] == ["user", "assistant", "tool", "assistant"]
+    assert len(s.messages[2].content) == 2_000_000
+    ts = [m.timestamp for m in s.messages]
+    assert ts[0] < ts[1] < ts[2] < ts[3]  # the two missing stamps are interpolated
+    assert any("truncated last line" in p for p in s.problems)
+    assert any("brand-new-event" in p for p in s.problems)
+
+
+def test_codex_unknown_items_are_counted_not_fatal(tmp_path: Path) -> None:
+    lines = [
+        {"timestamp": "2026-01-01T00:00:00Z", "type": "session_meta", "payload": {"id": "abc", "cwd": "/w"}},
+        {"timestamp": "2026-01-01T00:00:01Z", "type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]}},
+        {"timestamp": "2026-01-01T00:00:02Z", "type": "response_item", "payload": {"type": "hologram", "x": 1}},
+        {"timestamp": "2026-01-01T00:00:03Z", "type": "compacted", "payload": {"message": "summary of before"}},
+        {"timestamp": "2026-01-01T00:00:04Z", "type": "response_item", "payload": {"type": "custom_tool_call", "name": "apply_patch", "call_id": "c1", "input": "*** Begin Patch\n*** Add File: x.py\n+1\n*** End Patch"}},
+    ]
+    f = tmp_path / "rollout-2026-01-01T00-00-00-abc.jsonl"
+    f.write_text("\n".join(json.dumps(x) for x in lines))
+    s = one(f)
+    assert carriers(s) == 1 and s.messages[0].compacted and s.messages[1].is_carrier
+    assert s.messages[-1].tool_calls[0].arguments == {"input": lines[-1]["payload"]["input"]}
+    assert any("hologram" in p for p in s.problems) and any("without output" in p for p in s.problems)
