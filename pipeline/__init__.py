@@ -5,4 +5,15 @@ from pipeline.models import Chunk, Message, Note, RunReport, Session, SessionSum
 
 __version__ = "0.1.0"
 
-__all__ = ["Chunk", "DistillError", "Message", "Note", "RunReport", "Session", "SessionSummary", "__version__"]
+
+
+def register(ctx: object) -> None:
+    """Hermes plugin entry for ``hermes plugins doctor <package dir>``; the real one is lazy."""
+    from pipeline.hermes_plugin import register as _register
+
+    _register(ctx)
+
+
+__all__ = [
+    "Chunk", "DistillError", "Message", "Note", "RunReport", "Session", "SessionSummary", "__version__", "register",
+]

@@ -1,0 +1,684 @@
+"""``distill hook ...``: wire distill into Hermes's session end, and the shell-hook entry point.
+
+Two ways in, both ending in ``hermes_plugin.spawn_distill``:
+
+* **plugin** (default): add ``distill`` to ``plugins.enabled`` in the profile's config.yaml (what
+  ``hermes plugins enable distill`` does; some Hermes builds try to download a Python for that
+  command, so we edit the file). Needs hermes-distill installed in Hermes's own environment.
+* **shell** (``--shell``): add a ``hooks: on_session_finalize`` entry running ``distill hook run``
+  and its approval in ``$HERMES_HOME/shell-hooks-allowlist.json`` (Hermes silently skips
+  unapproved hooks in gateway and cron runs). Works wherever distill is installed.
+
+``install``/``uninstall`` print a unified diff and change nothing without ``--apply``. With it they
+back each file up (``<file>.<timestamp>.bak``) and write atomically. config.yaml is edited as text,
+with the smallest insertion or deletion, so comments survive; every edit is checked by parsing the
+result and comparing with the intended data, and only if that fails is the file re-dumped (comments
+lost, and the diff says so).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import difflib
+import json
+import os
+import re
+import shlex
+import shutil
+import sys
+import tempfile
+import textwrap
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import typer
+import yaml
+
+from pipeline import hermes_plugin as hp
+from pipeline.config import hermes_home, profile_home
+from pipeline.errors import DistillError, InputError
+
+hook_app = typer.Typer(
+    name="hook",
+    help="Run distill when Hermes ends a session (plugin or shell hook). Example: distill hook install --apply",
+    no_args_is_help=True,
+)
+
+ALLOWLIST = "shell-hooks-allowlist.json"
+HOOK_TIMEOUT = 30  # seconds Hermes waits for `hook run`; it returns in well under one
+ProfileOpt = typer.Option(
+    None, "--profile", "-p", help="Hermes profile (default: $HERMES_HOME or ~/.hermes)."
+)
+ApplyOpt = typer.Option(
+    False, "--apply", help="Write the changes (after a .bak backup). Without it, only show the diff."
+)
+
+
+def _home(profile: str | None) -> Path:
+    return profile_home(profile) if profile and profile != "default" else hermes_home()
+
+
+def default_hook_command() -> str:
+    """The exact string for config.yaml and the allowlist (Hermes matches approvals verbatim).
+
+    Absolute paths, because gateway and cron runs do not share the user's PATH.
+    """
+    exe = Path(sys.executable).parent / "distill"
+    argv = [str(exe), "hook", "run"] if exe.is_file() else [sys.executable, "-m", "pipeline.hook", "run"]
+    return shlex.join(argv)
+
+
+def is_distill_command(command: object) -> bool:
+    """True for any command string we could have installed, including from an older venv path."""
+    if not isinstance(command, str):
+        return False
+    try:
+        t = shlex.split(command)
+    except ValueError:
+        return False
+    if not t or t[-1] != "run":
+        return False
+    if "pipeline.hook" in t:
+        return True
+    return len(t) >= 3 and t[-2] == "hook" and (Path(t[0]).name.startswith("distill") or "pipeline" in t)
+
+
+# --------------------------------------------------------------------------- YAML text edits
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _content(line: str) -> bool:
+    s = line.strip()
+    return bool(s) and not s.startswith("#")
+
+
+def _block_end(lines: list[str], start: int, indent: int) -> int:
+    """Index after the last content line of the block whose key line is ``lines[start]``."""
+    end = start + 1
+    for i in range(start + 1, len(lines)):
+        if not _content(lines[i]):
+            continue
+        ind, s = _indent(lines[i]), lines[i].strip()
+        if ind > indent or (ind == indent and (s == "-" or s.startswith("- "))):
+            end = i + 1
+        else:
+            break
+    return end
+
+
+def _find_key(lines: list[str], key: str, lo: int, hi: int, indent: int) -> tuple[int, str] | None:
+    pattern = re.compile(rf"^ {{{indent}}}{re.escape(key)}:(\s.*|)$")
+    for i in range(lo, hi):
+        m = pattern.match(lines[i].rstrip("\n"))
+        if m:
+            return i, m.group(1).strip()
+    return None
+
+
+def _child_indent(lines: list[str], lo: int, hi: int) -> int | None:
+    return next((_indent(lines[i]) for i in range(lo, hi) if _content(lines[i])), None)
+
+
+@dataclass
+class _Located:
+    lines: list[str]
+    parent: int | None = None
+    parent_end: int = 0
+    child: int | None = None
+    child_indent: int = 2
+    child_end: int = 0
+    item_indent: int | None = None
+
+
+def _locate(text: str, parent: str, child: str) -> _Located | None:
+    """Find ``parent: / child:`` in block style; ``None`` when the layout is beyond a text edit."""
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    loc = _Located(lines)
+    found = _find_key(lines, parent, 0, len(lines), 0)
+    if found is None:
+        return loc
+    loc.parent, rest = found
+    if rest and not rest.startswith("#"):
+        return None  # inline value such as `hooks: {}`: let the dump path handle it
+    loc.parent_end = _block_end(lines, loc.parent, 0)
+    loc.child_indent = _child_indent(lines, loc.parent + 1, loc.parent_end) or 2
+    found = _find_key(lines, child, loc.parent + 1, loc.parent_end, loc.child_indent)
+    if found is None:
+        return loc
+    loc.child, rest = found
+    if rest and not rest.startswith("#"):
+        return None
+    loc.child_end = _block_end(lines, loc.child, loc.child_indent)
+    first = next((i for i in range(loc.child + 1, loc.child_end) if _content(lines[i])), None)
+    if first is not None:
+        if not lines[first].strip().startswith("-"):
+            return None
+        loc.item_indent = _indent(lines[first])
+    return loc
+
+
+def _item_lines(item: object, indent: int) -> list[str]:
+    body = yaml.safe_dump([item], sort_keys=False, default_flow_style=False, allow_unicode=True, width=4096)
+    return [" " * indent + line + "\n" for line in body.splitlines()]
+
+
+def text_add_item(text: str, parent: str, child: str, item: object) -> str | None:
+    """Append ``item`` to the block list ``parent.child`` by inserting lines; ``None`` if unsure."""
+    loc = _locate(text, parent, child)
+    if loc is None:
+        return None
+    lines = loc.lines
+    if loc.parent is None:
+        sep = ["\n"] if lines and lines[-1].strip() else []
+        return "".join([*lines, *sep, f"{parent}:\n", f"  {child}:\n", *_item_lines(item, 4)])
+    if loc.child is None:
+        ci = loc.child_indent
+        new = [" " * ci + f"{child}:\n", *_item_lines(item, ci + 2)]
+        return "".join(lines[: loc.parent_end] + new + lines[loc.parent_end :])
+    indent = loc.item_indent if loc.item_indent is not None else loc.child_indent + 2
+    return "".join(lines[: loc.child_end] + _item_lines(item, indent) + lines[loc.child_end :])
+
+
+def text_remove_items(
+    text: str, parent: str, child: str, match: Callable[[object], bool], *, keep_empty: bool
+) -> str | None:
+    """Delete the items of ``parent.child`` that ``match``; an emptied list becomes ``[]`` or goes."""
+    loc = _locate(text, parent, child)
+    if loc is None:
+        return None
+    if loc.child is None or loc.item_indent is None:
+        return text
+    lines, ii = loc.lines, loc.item_indent
+    starts = [
+        i for i in range(loc.child + 1, loc.child_end)
+        if _content(lines[i]) and _indent(lines[i]) == ii and lines[i].strip().startswith("-")
+    ]  # fmt: skip
+    drop: set[int] = set()
+    for n, s in enumerate(starts):
+        e = starts[n + 1] if n + 1 < len(starts) else loc.child_end
+        while e > s + 1 and not _content(lines[e - 1]):
+            e -= 1  # trailing comments belong to whatever follows
+        try:
+            parsed = yaml.safe_load(textwrap.dedent("".join(lines[s:e])))
+        except yaml.YAMLError:
+            return None
+        if isinstance(parsed, list) and len(parsed) == 1 and match(parsed[0]):
+            drop.update(range(s, e))
+    if not drop:
+        return text
+    if not any(_content(lines[i]) and i not in drop for i in range(loc.child + 1, loc.child_end)):
+        # Every item went: keep an explicit empty list, or remove the key (and an emptied parent).
+        if keep_empty:
+            lines[loc.child] = " " * loc.child_indent + f"{child}: []\n"
+        else:
+            drop.add(loc.child)
+            parent_line = loc.parent if loc.parent is not None else loc.child
+            if not any(_content(lines[i]) and i not in drop for i in range(parent_line + 1, loc.parent_end)):
+                drop.add(parent_line)
+    return "".join(line for i, line in enumerate(lines) if i not in drop)
+
+
+# --------------------------------------------------------------------------- files and plans
+
+
+def load_config(path: Path) -> tuple[str, dict[str, Any]]:
+    """The file's text and data; a broken file raises ``InputError`` and is never rewritten."""
+    if not path.exists():
+        return "", {}
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InputError(
+            f"{path} is not valid YAML, so distill left it untouched: {exc}. "
+            "Fix it (or restore a .bak), then run `distill hook install` again."
+        ) from exc
+    if data is None:
+        return text, {}
+    if not isinstance(data, dict):
+        raise InputError(
+            f"{path}: expected a mapping at the top level, found {type(data).__name__}; left untouched."
+        )
+    return text, data
+
+
+def _section(data: dict[str, Any], path: Path, parent: str, child: str) -> list[Any]:
+    """``data[parent][child]`` as a list (creating neither); wrong types are an ``InputError``."""
+    section = data.get(parent)
+    if section is None:
+        return []
+    if not isinstance(section, dict):
+        raise InputError(
+            f"{path}: `{parent}:` should be a mapping, found {type(section).__name__}; left untouched."
+        )
+    value = section.get(child)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InputError(
+            f"{path}: `{parent}.{child}` should be a list, found {type(value).__name__}; left untouched."
+        )
+    return list(value)
+
+
+@dataclass
+class Change:
+    path: Path
+    old: str
+    new: str
+    note: str = ""
+
+    @property
+    def changed(self) -> bool:
+        return self.old != self.new
+
+    def diff(self) -> str:
+        old_name = str(self.path) if self.old or self.path.exists() else "/dev/null"
+        return "".join(
+            difflib.unified_diff(
+                self.old.splitlines(keepends=True),
+                self.new.splitlines(keepends=True),
+                old_name,
+                str(self.path),
+            )
+        )
+
+
+def edit_config(
+    path: Path, parent: str, child: str, *, add: object = None, remove: Callable[[object], bool] | None = None,
+    present: Callable[[object], bool] | None = None, keep_empty: bool = False,
+) -> Change:  # fmt: skip
+    """Plan removing the items ``remove`` matches from ``parent.child``, then appending ``add``
+    unless an item already satisfies ``present`` (default: equals ``add``)."""
+    old, data = load_config(path)
+    items = _section(data, path, parent, child)
+    kept = [i for i in items if not (remove and remove(i))]
+    present = present or (lambda i: i == add)
+    adding = add is not None and not any(present(i) for i in kept)
+    want = [*kept, add] if adding else kept
+    if want == items:
+        return Change(path, old, old)
+    expected = copy.deepcopy(data)
+    if want or keep_empty:
+        if not isinstance(expected.get(parent), dict):
+            expected[parent] = {}
+        expected[parent][child] = want
+    else:
+        expected[parent].pop(child, None)
+        if not expected[parent]:
+            del expected[parent]
+    text: str | None = old
+    if remove and len(kept) != len(items):
+        text = text_remove_items(old, parent, child, remove, keep_empty=keep_empty or adding)
+    if adding and text is not None:
+        text = text_add_item(text, parent, child, add)
+    if text is not None:
+        with contextlib.suppress(yaml.YAMLError):
+            if (yaml.safe_load(text) or {}) == expected:
+                return Change(path, old, text)
+    dumped = yaml.safe_dump(expected, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    return Change(
+        path, old, dumped, note=f"{path.name} re-written by the YAML dumper: its comments are not kept"
+    )
+
+
+def _load_allowlist(path: Path) -> tuple[str, dict[str, Any]]:
+    if not path.exists():
+        return "", {"approvals": []}
+    text = path.read_text(encoding="utf-8-sig")
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise InputError(
+            f"{path} is not valid JSON ({exc}); left untouched. Fix or delete it, then retry."
+        ) from exc
+    if not isinstance(data, dict) or not isinstance(data.get("approvals", []), list):
+        raise InputError(f'{path}: expected {{"approvals": [...]}}; left untouched.')
+    data.setdefault("approvals", [])
+    return text, data
+
+
+def _script_mtime(command: str) -> str | None:
+    # Hermes records the approved script's mtime beside each approval (agent/shell_hooks.py).
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        ts = os.path.getmtime(shlex.split(command)[0])
+        return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
+    return None
+
+
+def edit_allowlist(path: Path, *, add: str | None) -> Change:
+    """Plan the allowlist: drop our stale approvals, keep or add the one for ``add``."""
+    old, data = _load_allowlist(path)
+    approvals = data["approvals"]
+
+    def ours(e: object) -> bool:
+        return (
+            isinstance(e, dict) and e.get("event") == hp.HOOK_EVENT and is_distill_command(e.get("command"))
+        )
+
+    keep = [e for e in approvals if not ours(e) or (add is not None and e.get("command") == add)]
+    if add is not None and not any(
+        isinstance(e, dict) and e.get("event") == hp.HOOK_EVENT and e.get("command") == add for e in keep
+    ):
+        stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+        keep.append({"event": hp.HOOK_EVENT, "command": add, "approved_at": stamp,
+                     "script_mtime_at_approval": _script_mtime(add)})  # fmt: skip
+    if keep == approvals:
+        return Change(path, old, old)
+    return Change(path, old, json.dumps({**data, "approvals": keep}, indent=2, sort_keys=True) + "\n")
+
+
+def _backup(path: Path) -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    dest = path.with_name(f"{path.name}.{stamp}.bak")
+    n = 1
+    while dest.exists():
+        dest, n = path.with_name(f"{path.name}.{stamp}-{n}.bak"), n + 1
+    shutil.copy2(path, dest)
+    return dest
+
+
+@contextlib.contextmanager
+def _hermes_flock(path: Path) -> Iterator[None]:
+    """Hermes serialises allowlist writes with flock on ``<file>.lock``; take the same lock."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(str(path) + ".lock", "a+", encoding="utf-8") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def apply_change(change: Change) -> Path | None:
+    """Back up, then atomically replace; returns the backup path (None for a new file)."""
+    if not change.changed:
+        return None
+    path = change.path
+    with _hermes_flock(path) if path.name == ALLOWLIST else contextlib.nullcontext():
+        backup = _backup(path) if path.exists() else None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(change.new)
+        if path.name == ALLOWLIST:
+            os.chmod(tmp, 0o600)  # as Hermes writes it: approvals decide what runs unattended
+        elif backup is not None:
+            shutil.copymode(backup, tmp)
+        os.replace(tmp, path)
+    return backup
+
+
+Step = Callable[[Path], Change]
+
+
+def _is_ours(item: object) -> bool:
+    return isinstance(item, dict) and is_distill_command(item.get("command"))
+
+
+def plugin_steps(install: bool) -> list[Step]:
+    """config.yaml edits for the plugin: ``plugins.enabled`` gains or loses ``distill``.
+
+    ``enabled`` is kept as an explicit list even when emptied: Hermes treats a missing key as
+    "never configured" and grandfathers every installed plugin in on its next config migration.
+    Install also drops ``distill`` from ``plugins.disabled``, which wins over ``enabled``.
+    """
+    name = hp.PLUGIN_NAME
+    if not install:
+        return [
+            lambda h: edit_config(
+                h / "config.yaml", "plugins", "enabled", remove=lambda i: i == name, keep_empty=True
+            )
+        ]
+    return [
+        lambda h: edit_config(
+            h / "config.yaml", "plugins", "disabled", remove=lambda i: i == name, keep_empty=True
+        ),
+        lambda h: edit_config(h / "config.yaml", "plugins", "enabled", add=name, keep_empty=True),
+    ]
+
+
+def shell_steps(install: bool, command: str | None = None) -> list[Step]:
+    """config.yaml ``hooks.on_session_finalize`` entry plus its allowlist approval.
+
+    Install replaces any other distill command (an old venv path) rather than adding a second one.
+    """
+    if not install:
+        return [
+            lambda h: edit_config(h / "config.yaml", "hooks", hp.HOOK_EVENT, remove=_is_ours),
+            lambda h: edit_allowlist(h / ALLOWLIST, add=None),
+        ]
+    cmd = command or default_hook_command()
+
+    def mine(item: object) -> bool:
+        return isinstance(item, dict) and item.get("command") == cmd
+
+    return [
+        lambda h: edit_config(
+            h / "config.yaml",
+            "hooks",
+            hp.HOOK_EVENT,
+            add={"command": cmd, "timeout": HOOK_TIMEOUT},
+            remove=lambda i: _is_ours(i) and not mine(i),
+            present=mine,
+        ),
+        lambda h: edit_allowlist(h / ALLOWLIST, add=cmd),
+    ]
+
+
+def plan(home: Path, steps: list[Step]) -> list[Change]:
+    """Run ``steps`` on a scratch copy of the profile's files; one ``Change`` per file touched.
+
+    Pure with respect to ``home``: nothing there is written. Steps chain (each sees the last one's
+    result), so a dry run shows exactly what ``--apply`` would write.
+    """
+    changes: dict[str, Change] = {}
+    with tempfile.TemporaryDirectory(prefix="distill-hook-") as tmp:
+        scratch = Path(tmp)
+        originals: dict[str, str] = {}
+        for name in ("config.yaml", ALLOWLIST):
+            if (home / name).exists():
+                originals[name] = (home / name).read_text(encoding="utf-8")
+                (scratch / name).write_text(originals[name], encoding="utf-8")
+        for step in steps:
+            try:
+                c = step(scratch)
+            except InputError as exc:  # name the user's file, not our scratch copy
+                raise InputError(str(exc).replace(str(scratch), str(home))) from exc
+            name = c.path.name
+            prev = changes.get(name)
+            changes[name] = Change(
+                home / name, originals.get(name, ""), c.new, (prev.note if prev else "") or c.note
+            )
+            c.path.write_text(c.new, encoding="utf-8")
+    return list(changes.values())
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def _fail(exc: DistillError) -> typer.Exit:
+    typer.echo(f"Error: {exc}", err=True)
+    return typer.Exit(exc.exit_code)
+
+
+def _execute(home: Path, steps: list[Step], apply: bool) -> None:
+    try:
+        changes = [c for c in plan(home, steps) if c.changed]
+    except DistillError as exc:
+        raise _fail(exc) from exc
+    if not changes:
+        typer.echo("Nothing to change: already in that state.")
+        return
+    for c in changes:
+        if c.note:
+            typer.echo(f"note: {c.note}")
+        typer.echo(c.diff(), nl=False)
+    if not apply:
+        typer.echo("Dry run: nothing changed. Re-run with --apply to write these edits.")
+        return
+    for c in changes:
+        backup = apply_change(c)
+        typer.echo(f"wrote {c.path}" + (f" (backup: {backup})" if backup else ""))
+
+
+def _entry_point_installed() -> bool:
+    from importlib.metadata import entry_points
+
+    return any(ep.name == hp.PLUGIN_NAME for ep in entry_points(group="hermes_agent.plugins"))
+
+
+@hook_app.command()
+def install(
+    profile: str | None = ProfileOpt,
+    shell: bool = typer.Option(False, "--shell", help="Use a config.yaml shell hook instead of the plugin."),
+    apply: bool = ApplyOpt,
+    command: str | None = typer.Option(
+        None, "--command", help="Shell-hook command to install (default: this distill)."
+    ),
+) -> None:
+    """Show (or with --apply make) the edits that run distill at session end. Example: distill hook install --shell --apply"""
+    home = _home(profile)
+    if command is not None and not is_distill_command(command):
+        typer.echo(f"warning: `uninstall` will not recognise {command!r} as distill's hook", err=True)
+    _execute(home, shell_steps(True, command) if shell else plugin_steps(True), apply)
+    if not shell:
+        flag = f"-p {shlex.quote(profile)} " if profile and profile != "default" else ""
+        typer.echo(f"Equivalent Hermes command: hermes {flag}plugins enable {hp.PLUGIN_NAME}")
+        if not _entry_point_installed():
+            typer.echo(
+                "warning: the hermes_agent.plugins entry point 'distill' is not installed in this Python; "
+                "Hermes only finds the plugin if hermes-distill is installed in Hermes's own environment. "
+                "Otherwise use: distill hook install --shell --apply",
+                err=True,
+            )
+    typer.echo("Hermes reads config.yaml at startup: restart running gateways to pick this up.")
+
+
+@hook_app.command()
+def uninstall(profile: str | None = ProfileOpt, apply: bool = ApplyOpt) -> None:
+    """Show (or with --apply make) the edits that remove the plugin and shell hook. Example: distill hook uninstall --apply"""
+    _execute(_home(profile), plugin_steps(False) + shell_steps(False), apply)
+
+
+def status_data(home: Path) -> dict[str, Any]:
+    """What is installed in this profile and what the hook last did."""
+    config_path = home / "config.yaml"
+    info: dict[str, Any] = {"home": str(home), "config": str(config_path), "errors": []}
+    try:
+        _, cfg = load_config(config_path)
+        plugins = cfg.get("plugins") if isinstance(cfg.get("plugins"), dict) else {}
+        enabled, disabled = plugins.get("enabled") or [], plugins.get("disabled") or []
+        hooks = cfg.get("hooks") if isinstance(cfg.get("hooks"), dict) else {}
+        shell = [e.get("command") for e in hooks.get(hp.HOOK_EVENT) or [] if isinstance(e, dict)]
+    except DistillError as exc:
+        info["errors"].append(str(exc))
+        enabled, disabled, shell = [], [], []
+    try:
+        _, allow = _load_allowlist(home / ALLOWLIST)
+        approved = {
+            e.get("command")
+            for e in allow["approvals"]
+            if isinstance(e, dict) and e.get("event") == hp.HOOK_EVENT
+        }
+    except DistillError as exc:
+        info["errors"].append(str(exc))
+        approved = set()
+    info["plugin"] = {
+        "enabled": hp.PLUGIN_NAME in enabled and hp.PLUGIN_NAME not in disabled,
+        "disabled": hp.PLUGIN_NAME in disabled,
+        "entry_point_installed": _entry_point_installed(),
+    }
+    info["shell_hooks"] = [
+        {"command": c, "allowlisted": c in approved} for c in shell if is_distill_command(c)
+    ]
+    state_path, log_path = hp.state_path_for(home), hp.log_path_for(home)
+    info["state"], info["log"] = str(state_path), str(log_path)
+    with contextlib.suppress(OSError, ValueError):
+        info["last_run"] = json.loads(state_path.read_text(encoding="utf-8")).get("last_run")
+    with contextlib.suppress(OSError):
+        tail = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+        info["last_log_line"] = tail[-1] if tail else None
+    return info
+
+
+@hook_app.command()
+def status(
+    profile: str | None = ProfileOpt, as_json: bool = typer.Option(False, "--json", help="Print JSON.")
+) -> None:
+    """Say what is installed and when the hook last ran. Example: distill hook status --json"""
+    info = status_data(_home(profile))
+    if as_json:
+        typer.echo(json.dumps(info, indent=2))
+        return
+    p, shells = info["plugin"], info["shell_hooks"]
+    typer.echo(f"profile home: {info['home']}")
+    typer.echo(
+        f"plugin: {'enabled' if p['enabled'] else 'disabled in config' if p['disabled'] else 'not enabled'}"
+        f" (entry point {'installed' if p['entry_point_installed'] else 'not installed'} in this Python)"
+    )
+    for s in shells:
+        typer.echo(
+            f"shell hook: {s['command']} ({'allowlisted' if s['allowlisted'] else 'NOT allowlisted: gateway/cron runs skip it'})"
+        )
+    if not shells:
+        typer.echo("shell hook: not installed")
+    if p["enabled"] and shells:
+        typer.echo(
+            "note: both plugin and shell hook are on; each session end starts two workers (the lock makes the second a no-op)",
+            err=True,
+        )
+    last = info.get("last_run")
+    if last:
+        typer.echo(
+            f"last run: session {last.get('session_id')} via {last.get('trigger')}, "
+            f"exit {last.get('exit_code')}, finished {last.get('finished_at')}"
+        )
+    else:
+        typer.echo("last run: never")
+    typer.echo(f"log: {info['log']}")
+    for err in info["errors"]:
+        typer.echo(f"Error: {err}", err=True)
+
+
+@hook_app.command()
+def run() -> None:
+    """Shell-hook entry point: read Hermes's JSON payload on stdin, detach distill, print {}.
+
+    Example: echo '{"session_id": "20261202_101010_ab12cd"}' | distill hook run
+    """
+    try:
+        raw = sys.stdin.read()
+        payload = json.loads(raw) if raw.strip() else {}
+        if not isinstance(payload, dict):
+            raise ValueError("payload is not a JSON object")
+        extra = payload.get("extra") if isinstance(payload.get("extra"), dict) else {}
+        event = payload.get("hook_event_name")
+        if event and event != hp.HOOK_EVENT:
+            typer.echo(f"distill hook run: ignoring event {event!r}", err=True)
+        elif not hp.skip_reason(payload.get("session_id"), extra.get("platform")):
+            profile = payload.get("profile") if isinstance(payload.get("profile"), str) else None
+            hp.spawn_distill(
+                payload["session_id"], hermes_home=hermes_home(), profile=profile, trigger="shell"
+            )
+    except Exception as exc:  # a hook must answer Hermes whatever happens
+        typer.echo(f"distill hook run: {exc}", err=True)
+    typer.echo("{}")
+
+
+if __name__ == "__main__":
+    hook_app()
