@@ -182,7 +182,8 @@ def _print_summary(report: RunReport) -> None:
     verb = "would write" if report.dry_run else "written"
     typer.echo(
         f"{report.selected} selected, {report.written} {verb}, {report.unchanged} unchanged, "
-        f"{report.failed} failed ({report.summarizer}, {report.elapsed_s:.2f}s) → {report.out}",
+        f"{report.skipped} skipped, {report.failed} failed ({report.summarizer}, {report.elapsed_s:.2f}s) "
+        f"→ {report.out}",
         err=True,
     )
     for notice in report.notices:

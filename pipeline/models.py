@@ -240,6 +240,7 @@ class RunReport(BaseModel):
     selected: int = 0
     written: int = 0
     unchanged: int = 0
+    skipped: int = 0
     failed: int = 0
     dry_run: bool = False
     results: list[SessionResult] = Field(default_factory=list)
@@ -261,3 +262,5 @@ class RunReport(BaseModel):
             self.unchanged += 1
         elif result.status == "failed":
             self.failed += 1
+        elif result.status == "skipped":
+            self.skipped += 1

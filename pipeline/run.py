@@ -119,6 +119,9 @@ def distill_session(
 
     session = redact_session(session)
     chunks = chunk_session(session, budget=settings.chunk_tokens)
+    if not chunks:
+        return SessionResult(session_id=session.id, status="skipped",
+                             problems=(*session.problems, "empty session: no messages to distill"))
     digest = content_hash(session, chunks, summariser_id)
     if not settings.force and store.unchanged(session.id, digest):  # type: ignore[attr-defined]
         rel = store.path_for(session.id)  # type: ignore[attr-defined]
