@@ -47,6 +47,9 @@ def content_text(raw: Any, problems: list[str], where: str) -> tuple[str, int]:
     if "\x00" in text:
         problems.append(f"{where}: NUL bytes removed")
         text = text.replace("\x00", "")
+    if "\ufffd" in text:
+        # extract's text factory replaces undecodable bytes; say so once per message
+        problems.append(f"{where}: invalid UTF-8 bytes replaced")
     return text, 0
 
 

@@ -78,3 +78,28 @@ def test_chinese_session_gets_chinese_headings(distilled: tuple[dict, Path]) -> 
     assert note["language"] == "zh"
     assert "## 目标" in note.content and "## 关键决策" in note.content
     assert "SQLite" in note.content
+
+
+def test_corrupt_rows_are_reported_and_the_run_goes_on(tmp_path: Path) -> None:
+    import sys
+
+    sys.path.insert(0, str(ROOT / "fixtures"))
+    from handmade import write_handmade_db
+
+    db, out = tmp_path / "state.db", tmp_path / "out"
+    ids = write_handmade_db(db)
+    result = CliRunner().invoke(app, ["--db", str(db), "--all", "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    by_id = {r["session_id"]: r for r in report["results"]}
+    assert by_id[ids["empty"]]["status"] == "skipped"
+    assert by_id[ids["harness_only"]]["status"] == "skipped"  # nothing left once harness turns go
+    corrupt = by_id[ids["corrupt"]]
+    assert corrupt["status"] == "written"
+    problems = " ".join(corrupt["problems"])
+    assert "tool_calls is not valid JSON" in problems and "NUL bytes removed" in problems
+    assert "invalid UTF-8" in problems
+    big = Path(by_id[ids["big"]]["path"])
+    assert big.stat().st_size < 200_000  # a 10 MB tool output is summarised, never pasted
+    for path in out.rglob("*.md"):
+        assert "\x00" not in path.read_text("utf-8")
