@@ -11,10 +11,9 @@ Files come from tool calls, read three ways:
   A failed result (``success: false``, an ``error``, ``<tool_use_error>``) touched nothing.
 * **Patches** (Codex ``apply_patch``, Hermes ``patch`` in V4A mode): ``*** Add/Update/Delete File:``
   and ``*** Move to:`` headers.
-* **Shell commands** (``terminal``, ``Bash``, ``exec_command``, ...): tokenised with ``shlex``
-  (``punctuation_chars`` splits ``&&``, ``;``, ``|`` and redirections); ``mv``/``cp``/``rm``/
-  ``touch``/``tee``/``sed -i`` and ``>``/``>>`` targets. Heredoc bodies are dropped first, and a
-  leading ``cd`` in the same command is followed so relative paths resolve.
+* **Shell commands** (``terminal``, ``Bash``, ``exec_command``, ...): ``mv``/``cp``/``rm``/
+  ``touch``/``tee``/``sed -i`` and ``>``/``>>`` targets, parsed by ``pipeline.shell`` (which
+  explains what it unwraps and ignores). A leading ``cd`` is followed so relative paths resolve.
 
 Each path is recorded once, at its first touch; later touches refine the action (read → modified,
 created + modified → created, anything + deleted → deleted). Paths under the session cwd become
@@ -24,15 +23,14 @@ cwd-relative; ``~`` is expanded with the home directory implied by the cwd (``/h
 from __future__ import annotations
 
 import json
-import posixpath
 import re
-import shlex
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from pipeline.lang import detect_language, guess_language
 from pipeline.models import Chunk, Facts, FileAction, FileTouch, Message, Session
+from pipeline.shell import command_text, normalise_path, shell_file_ops
 
 COMMAND_TOOLS = frozenset({
     "terminal", "bash", "shell", "exec_command", "shell_command", "exec", "run_terminal_cmd",
@@ -53,44 +51,9 @@ MAX_ERROR = 200
 MAX_ERRORS = 20
 
 _PATCH_HEADER = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$", re.M)
-_HEREDOC = re.compile(r"(?<!<)<<(?!<)-?\s*(['\"]?)([A-Za-z_]\w*)\1")
-_SEPARATORS = frozenset({"&&", "||", ";", "|", "&", "(", ")", "|&", ";;"})
-_OUT_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>"})
-_IN_REDIRECTS = frozenset({"<", "<<", "<<<", ">&", "<&", "<<-"})
-_WRAPPERS = frozenset({"sudo", "env", "time", "nohup", "command", "exec", "builtin"})
-_SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
-_NOT_FILES = ("/dev/", "/proc/")
-_ENV_ASSIGN = re.compile(r"^[A-Za-z_]\w*=")
 
 
-# --------------------------------------------------------------------------- paths
-
-
-def home_of(cwd: str | None) -> str | None:
-    """The home directory a cwd implies, so ``~/x`` in a command can be resolved."""
-    m = re.match(r"^(/home/[^/]+|/Users/[^/]+|/root)(?:/|$)", cwd or "")
-    return m.group(1) if m else None
-
-
-def normalise_path(path: str, cwd: str | None, base: str | None = None) -> str | None:
-    """A path relative to ``cwd`` when it lies under it; None for non-files (/dev/null, globs, $VAR)."""
-    path = path.strip()
-    if not path or path == "-" or any(c in path for c in "$*?`") or path.startswith("&"):
-        return None
-    home = home_of(cwd)
-    if path.startswith("~/") and home:
-        path = home + path[1:]
-    if base and not path.startswith(("/", "~")):
-        path = posixpath.join(base, path)
-        if path.startswith("~/") and home:
-            path = home + path[1:]
-    if path.startswith(_NOT_FILES) or path in ("/dev/null", "/dev/stdout", "/dev/stderr"):
-        return None
-    path = posixpath.normpath(path)
-    root = posixpath.normpath(cwd) if cwd else None
-    if root and path.startswith("/") and path.startswith(root.rstrip("/") + "/"):
-        return posixpath.relpath(path, root)
-    return None if path == root else path
+# --------------------------------------------------------------------------- file touches
 
 
 def _merge(old: FileAction, new: FileAction) -> FileAction:
@@ -128,138 +91,6 @@ class _Touches:
     def result(self) -> list[FileTouch]:
         return list(self._by_path.values())
 
-
-# --------------------------------------------------------------------------- shell parsing
-
-
-def _tokens(command: str) -> list[str]:
-    """shlex tokens with operators split out; heredoc bodies removed, newlines made separators."""
-    lines, out, i = command.replace("\\\n", " ").split("\n"), [], 0
-    while i < len(lines):
-        out.append(lines[i])
-        tags = [m.group(2) for m in _HEREDOC.finditer(lines[i])]
-        i += 1
-        for tag in tags:  # skip the body: it is data, and its quotes would break shlex
-            while i < len(lines) and lines[i].strip() != tag:
-                i += 1
-            i += 1
-    def lex(text: str) -> list[str]:
-        lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
-        lexer.whitespace_split = True
-        return [*lexer, ";"]
-
-    try:  # newlines are separators, except inside quotes, where ";" is harmless to us
-        return lex(" ; ".join(out))
-    except ValueError:  # unbalanced quotes somewhere: keep the lines that do parse
-        tokens: list[str] = []
-        for line in out:
-            try:
-                tokens.extend(lex(line))
-            except ValueError:
-                tokens.append(";")
-    return tokens
-
-
-def _segments(tokens: list[str]) -> Iterable[tuple[list[str], list[tuple[str, str]]]]:
-    """Split tokens into simple commands: (words, [(redirect op, target), ...])."""
-    words: list[str] = []
-    redirects: list[tuple[str, str]] = []
-    it = iter(range(len(tokens)))
-    for i in it:
-        tok = tokens[i]
-        nxt = tokens[i + 1] if i + 1 < len(tokens) else ""
-        if tok in _SEPARATORS:
-            if words or redirects:
-                yield words, redirects
-            words, redirects = [], []
-        elif tok.isdigit() and nxt in _OUT_REDIRECTS | _IN_REDIRECTS:
-            continue  # the fd number of ``2>file`` / ``2>&1``
-        elif tok in _OUT_REDIRECTS or tok in _IN_REDIRECTS:
-            if tok in _OUT_REDIRECTS and nxt and nxt not in _SEPARATORS:
-                redirects.append((tok, nxt))
-            next(it, None)
-        else:
-            words.append(tok)
-    if words or redirects:
-        yield words, redirects
-
-
-def _positional(args: list[str]) -> list[str]:
-    return [a for a in args if not a.startswith("-")]
-
-
-def _into(dest: str, src: str, many: bool) -> str:
-    return posixpath.join(dest, posixpath.basename(src.rstrip("/"))) if many or dest.endswith("/") else dest
-
-
-def _sed_files(args: list[str]) -> list[str]:
-    if not any(a.startswith("-i") or a == "--in-place" for a in args):
-        return []
-    files: list[str] = []
-    script_given = False
-    skip = False
-    for j, a in enumerate(args):
-        if skip:
-            skip = False
-        elif a in ("-e", "-f", "--expression", "--file"):
-            script_given, skip = True, True
-        elif a == "" and j and args[j - 1] == "-i":
-            continue  # BSD ``sed -i ''``: empty backup suffix
-        elif a.startswith("-"):
-            continue
-        elif not script_given:
-            script_given = True
-        else:
-            files.append(a)
-    return files
-
-
-def shell_file_ops(command: str, workdir: str | None = None) -> list[tuple[str, FileAction, str | None]]:
-    """File effects of a shell command: (path as written, action, base dir it is relative to)."""
-    ops: list[tuple[str, FileAction, str | None]] = []
-    base = workdir
-    for words, redirects in _segments(_tokens(command)):
-        ops.extend((target, "created", base) for _op, target in redirects)
-        while words and (words[0] in _WRAPPERS or _ENV_ASSIGN.match(words[0])):
-            words = words[1:]
-        if not words:
-            continue
-        cmd, args = posixpath.basename(words[0]), words[1:]
-        if cmd == "git" and args[:1] in (["mv"], ["rm"]):
-            cmd, args = args[0], args[1:]
-        if cmd in _SHELLS and args and args[0] in ("-c", "-lc", "-ec") and len(args) > 1:
-            ops.extend(shell_file_ops(args[1], base))
-        elif cmd in ("cd", "pushd"):
-            pos = _positional(args)
-            target = pos[0] if pos else "~"
-            base = target if target.startswith(("/", "~")) or base is None else posixpath.join(base, target)
-        elif cmd in ("mv", "cp") and len(pos := _positional(args)) >= 2:
-            dest, srcs = pos[-1], pos[:-1]
-            for src in srcs:
-                if cmd == "mv":
-                    ops.append((src, "deleted", base))
-                ops.append((_into(dest, src, len(srcs) > 1), "moved" if cmd == "mv" else "created", base))
-        elif cmd in ("rm", "unlink"):
-            ops.extend((p, "deleted", base) for p in _positional(args))
-        elif cmd in ("touch", "tee"):
-            ops.extend((p, "created", base) for p in _positional(args))
-        elif cmd == "sed":
-            ops.extend((p, "modified", base) for p in _sed_files(args))
-    # /dev/null, globs and $VARS name no particular file
-    return [op for op in ops if normalise_path(op[0], None, op[2])]
-
-
-def command_text(args: dict[str, Any] | str) -> str | None:
-    """The shell command a command tool ran (``command``/``cmd``; argv lists unwrapped)."""
-    if isinstance(args, str):
-        return args.strip() or None
-    cmd = args.get("command", args.get("cmd"))
-    if isinstance(cmd, list):
-        parts = [str(p) for p in cmd]
-        if len(parts) >= 3 and posixpath.basename(parts[0]) in _SHELLS and parts[1].startswith("-"):
-            return parts[2]
-        return shlex.join(parts)
-    return cmd.strip() if isinstance(cmd, str) and cmd.strip() else None
 
 
 # --------------------------------------------------------------------------- tool results

@@ -13,34 +13,33 @@ Two ways in, both ending in ``hermes_plugin.spawn_distill``:
 back each file up (``<file>.<timestamp>.bak``) and write atomically. config.yaml is edited as text,
 with the smallest insertion or deletion, so comments survive; every edit is checked by parsing the
 result and comparing with the intended data, and only if that fails is the file re-dumped (comments
-lost, and the diff says so).
+lost, and the diff says so). The text edits are in ``yamledit.py``; the allowlist's format and lock
+are in ``hook_allowlist.py``. This module plans, shows and applies the changes.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import difflib
 import json
 import os
-import re
 import shlex
 import shutil
 import sys
 import tempfile
-import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import typer
-import yaml
 
 from pipeline import hermes_plugin as hp
 from pipeline.config import hermes_home, profile_home
 from pipeline.errors import DistillError, InputError
+from pipeline.hook_allowlist import ALLOWLIST, hermes_flock, load_allowlist, plan_allowlist
+from pipeline.yamledit import load_config, plan_list_edit
 
 hook_app = typer.Typer(
     name="hook",
@@ -48,7 +47,6 @@ hook_app = typer.Typer(
     no_args_is_help=True,
 )
 
-ALLOWLIST = "shell-hooks-allowlist.json"
 HOOK_TIMEOUT = 30  # seconds Hermes waits for `hook run`; it returns in well under one
 ProfileOpt = typer.Option(
     None, "--profile", "-p", help="Hermes profile (default: $HERMES_HOME or ~/.hermes)."
@@ -87,187 +85,7 @@ def is_distill_command(command: object) -> bool:
     return len(t) >= 3 and t[-2] == "hook" and (Path(t[0]).name.startswith("distill") or "pipeline" in t)
 
 
-# --------------------------------------------------------------------------- YAML text edits
-
-
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip(" "))
-
-
-def _content(line: str) -> bool:
-    s = line.strip()
-    return bool(s) and not s.startswith("#")
-
-
-def _block_end(lines: list[str], start: int, indent: int) -> int:
-    """Index after the last content line of the block whose key line is ``lines[start]``."""
-    end = start + 1
-    for i in range(start + 1, len(lines)):
-        if not _content(lines[i]):
-            continue
-        ind, s = _indent(lines[i]), lines[i].strip()
-        if ind > indent or (ind == indent and (s == "-" or s.startswith("- "))):
-            end = i + 1
-        else:
-            break
-    return end
-
-
-def _find_key(lines: list[str], key: str, lo: int, hi: int, indent: int) -> tuple[int, str] | None:
-    pattern = re.compile(rf"^ {{{indent}}}{re.escape(key)}:(\s.*|)$")
-    for i in range(lo, hi):
-        m = pattern.match(lines[i].rstrip("\n"))
-        if m:
-            return i, m.group(1).strip()
-    return None
-
-
-def _child_indent(lines: list[str], lo: int, hi: int) -> int | None:
-    return next((_indent(lines[i]) for i in range(lo, hi) if _content(lines[i])), None)
-
-
-@dataclass
-class _Located:
-    lines: list[str]
-    parent: int | None = None
-    parent_end: int = 0
-    child: int | None = None
-    child_indent: int = 2
-    child_end: int = 0
-    item_indent: int | None = None
-
-
-def _locate(text: str, parent: str, child: str) -> _Located | None:
-    """Find ``parent: / child:`` in block style; ``None`` when the layout is beyond a text edit."""
-    lines = text.splitlines(keepends=True)
-    if lines and not lines[-1].endswith("\n"):
-        lines[-1] += "\n"
-    loc = _Located(lines)
-    found = _find_key(lines, parent, 0, len(lines), 0)
-    if found is None:
-        return loc
-    loc.parent, rest = found
-    if rest and not rest.startswith("#"):
-        return None  # inline value such as `hooks: {}`: let the dump path handle it
-    loc.parent_end = _block_end(lines, loc.parent, 0)
-    loc.child_indent = _child_indent(lines, loc.parent + 1, loc.parent_end) or 2
-    found = _find_key(lines, child, loc.parent + 1, loc.parent_end, loc.child_indent)
-    if found is None:
-        return loc
-    loc.child, rest = found
-    if rest and not rest.startswith("#"):
-        return None
-    loc.child_end = _block_end(lines, loc.child, loc.child_indent)
-    first = next((i for i in range(loc.child + 1, loc.child_end) if _content(lines[i])), None)
-    if first is not None:
-        if not lines[first].strip().startswith("-"):
-            return None
-        loc.item_indent = _indent(lines[first])
-    return loc
-
-
-def _item_lines(item: object, indent: int) -> list[str]:
-    body = yaml.safe_dump([item], sort_keys=False, default_flow_style=False, allow_unicode=True, width=4096)
-    return [" " * indent + line + "\n" for line in body.splitlines()]
-
-
-def text_add_item(text: str, parent: str, child: str, item: object) -> str | None:
-    """Append ``item`` to the block list ``parent.child`` by inserting lines; ``None`` if unsure."""
-    loc = _locate(text, parent, child)
-    if loc is None:
-        return None
-    lines = loc.lines
-    if loc.parent is None:
-        sep = ["\n"] if lines and lines[-1].strip() else []
-        return "".join([*lines, *sep, f"{parent}:\n", f"  {child}:\n", *_item_lines(item, 4)])
-    if loc.child is None:
-        ci = loc.child_indent
-        new = [" " * ci + f"{child}:\n", *_item_lines(item, ci + 2)]
-        return "".join(lines[: loc.parent_end] + new + lines[loc.parent_end :])
-    indent = loc.item_indent if loc.item_indent is not None else loc.child_indent + 2
-    return "".join(lines[: loc.child_end] + _item_lines(item, indent) + lines[loc.child_end :])
-
-
-def text_remove_items(
-    text: str, parent: str, child: str, match: Callable[[object], bool], *, keep_empty: bool
-) -> str | None:
-    """Delete the items of ``parent.child`` that ``match``; an emptied list becomes ``[]`` or goes."""
-    loc = _locate(text, parent, child)
-    if loc is None:
-        return None
-    if loc.child is None or loc.item_indent is None:
-        return text
-    lines, ii = loc.lines, loc.item_indent
-    starts = [
-        i for i in range(loc.child + 1, loc.child_end)
-        if _content(lines[i]) and _indent(lines[i]) == ii and lines[i].strip().startswith("-")
-    ]  # fmt: skip
-    drop: set[int] = set()
-    for n, s in enumerate(starts):
-        e = starts[n + 1] if n + 1 < len(starts) else loc.child_end
-        while e > s + 1 and not _content(lines[e - 1]):
-            e -= 1  # trailing comments belong to whatever follows
-        try:
-            parsed = yaml.safe_load(textwrap.dedent("".join(lines[s:e])))
-        except yaml.YAMLError:
-            return None
-        if isinstance(parsed, list) and len(parsed) == 1 and match(parsed[0]):
-            drop.update(range(s, e))
-    if not drop:
-        return text
-    if not any(_content(lines[i]) and i not in drop for i in range(loc.child + 1, loc.child_end)):
-        # Every item went: keep an explicit empty list, or remove the key (and an emptied parent).
-        if keep_empty:
-            lines[loc.child] = " " * loc.child_indent + f"{child}: []\n"
-        else:
-            drop.add(loc.child)
-            parent_line = loc.parent if loc.parent is not None else loc.child
-            if not any(_content(lines[i]) and i not in drop for i in range(parent_line + 1, loc.parent_end)):
-                drop.add(parent_line)
-    return "".join(line for i, line in enumerate(lines) if i not in drop)
-
-
 # --------------------------------------------------------------------------- files and plans
-
-
-def load_config(path: Path) -> tuple[str, dict[str, Any]]:
-    """The file's text and data; a broken file raises ``InputError`` and is never rewritten."""
-    if not path.exists():
-        return "", {}
-    text = path.read_text(encoding="utf-8")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InputError(
-            f"{path} is not valid YAML, so distill left it untouched: {exc}. "
-            "Fix it (or restore a .bak), then run `distill hook install` again."
-        ) from exc
-    if data is None:
-        return text, {}
-    if not isinstance(data, dict):
-        raise InputError(
-            f"{path}: expected a mapping at the top level, found {type(data).__name__}; left untouched."
-        )
-    return text, data
-
-
-def _section(data: dict[str, Any], path: Path, parent: str, child: str) -> list[Any]:
-    """``data[parent][child]`` as a list (creating neither); wrong types are an ``InputError``."""
-    section = data.get(parent)
-    if section is None:
-        return []
-    if not isinstance(section, dict):
-        raise InputError(
-            f"{path}: `{parent}:` should be a mapping, found {type(section).__name__}; left untouched."
-        )
-    value = section.get(child)
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InputError(
-            f"{path}: `{parent}.{child}` should be a list, found {type(value).__name__}; left untouched."
-        )
-    return list(value)
 
 
 @dataclass
@@ -299,82 +117,19 @@ def edit_config(
 ) -> Change:  # fmt: skip
     """Plan removing the items ``remove`` matches from ``parent.child``, then appending ``add``
     unless an item already satisfies ``present`` (default: equals ``add``)."""
-    old, data = load_config(path)
-    items = _section(data, path, parent, child)
-    kept = [i for i in items if not (remove and remove(i))]
-    present = present or (lambda i: i == add)
-    adding = add is not None and not any(present(i) for i in kept)
-    want = [*kept, add] if adding else kept
-    if want == items:
-        return Change(path, old, old)
-    expected = copy.deepcopy(data)
-    if want or keep_empty:
-        if not isinstance(expected.get(parent), dict):
-            expected[parent] = {}
-        expected[parent][child] = want
-    else:
-        expected[parent].pop(child, None)
-        if not expected[parent]:
-            del expected[parent]
-    text: str | None = old
-    if remove and len(kept) != len(items):
-        text = text_remove_items(old, parent, child, remove, keep_empty=keep_empty or adding)
-    if adding and text is not None:
-        text = text_add_item(text, parent, child, add)
-    if text is not None:
-        with contextlib.suppress(yaml.YAMLError):
-            if (yaml.safe_load(text) or {}) == expected:
-                return Change(path, old, text)
-    dumped = yaml.safe_dump(expected, sort_keys=False, default_flow_style=False, allow_unicode=True)
-    return Change(
-        path, old, dumped, note=f"{path.name} re-written by the YAML dumper: its comments are not kept"
+    old, new, comments_kept = plan_list_edit(
+        path, parent, child, add=add, remove=remove, present=present, keep_empty=keep_empty
     )
-
-
-def _load_allowlist(path: Path) -> tuple[str, dict[str, Any]]:
-    if not path.exists():
-        return "", {"approvals": []}
-    text = path.read_text(encoding="utf-8-sig")
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise InputError(
-            f"{path} is not valid JSON ({exc}); left untouched. Fix or delete it, then retry."
-        ) from exc
-    if not isinstance(data, dict) or not isinstance(data.get("approvals", []), list):
-        raise InputError(f'{path}: expected {{"approvals": [...]}}; left untouched.')
-    data.setdefault("approvals", [])
-    return text, data
-
-
-def _script_mtime(command: str) -> str | None:
-    # Hermes records the approved script's mtime beside each approval (agent/shell_hooks.py).
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        ts = os.path.getmtime(shlex.split(command)[0])
-        return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
-    return None
+    if comments_kept:
+        return Change(path, old, new)
+    return Change(
+        path, old, new, note=f"{path.name} re-written by the YAML dumper: its comments are not kept"
+    )
 
 
 def edit_allowlist(path: Path, *, add: str | None) -> Change:
     """Plan the allowlist: drop our stale approvals, keep or add the one for ``add``."""
-    old, data = _load_allowlist(path)
-    approvals = data["approvals"]
-
-    def ours(e: object) -> bool:
-        return (
-            isinstance(e, dict) and e.get("event") == hp.HOOK_EVENT and is_distill_command(e.get("command"))
-        )
-
-    keep = [e for e in approvals if not ours(e) or (add is not None and e.get("command") == add)]
-    if add is not None and not any(
-        isinstance(e, dict) and e.get("event") == hp.HOOK_EVENT and e.get("command") == add for e in keep
-    ):
-        stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-        keep.append({"event": hp.HOOK_EVENT, "command": add, "approved_at": stamp,
-                     "script_mtime_at_approval": _script_mtime(add)})  # fmt: skip
-    if keep == approvals:
-        return Change(path, old, old)
-    return Change(path, old, json.dumps({**data, "approvals": keep}, indent=2, sort_keys=True) + "\n")
+    return Change(path, *plan_allowlist(path, add=add, is_ours=is_distill_command))
 
 
 def _backup(path: Path) -> Path:
@@ -386,30 +141,12 @@ def _backup(path: Path) -> Path:
     shutil.copy2(path, dest)
     return dest
 
-
-@contextlib.contextmanager
-def _hermes_flock(path: Path) -> Iterator[None]:
-    """Hermes serialises allowlist writes with flock on ``<file>.lock``; take the same lock."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        yield
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(str(path) + ".lock", "a+", encoding="utf-8") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-
-
 def apply_change(change: Change) -> Path | None:
     """Back up, then atomically replace; returns the backup path (None for a new file)."""
     if not change.changed:
         return None
     path = change.path
-    with _hermes_flock(path) if path.name == ALLOWLIST else contextlib.nullcontext():
+    with hermes_flock(path) if path.name == ALLOWLIST else contextlib.nullcontext():
         backup = _backup(path) if path.exists() else None
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -589,7 +326,7 @@ def status_data(home: Path) -> dict[str, Any]:
         info["errors"].append(str(exc))
         enabled, disabled, shell = [], [], []
     try:
-        _, allow = _load_allowlist(home / ALLOWLIST)
+        _, allow = load_allowlist(home / ALLOWLIST)
         approved = {
             e.get("command")
             for e in allow["approvals"]

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from pipeline.facts import derive_facts, error_lines, file_touches, shell_file_ops
+from pipeline.facts import derive_facts, error_lines, file_touches
 from pipeline.models import Chunk, FileTouch, Message, ModelUsage, Session, ToolCall
+from pipeline.shell import shell_file_ops
 from tests.conftest import FIXTURES
 
 CWD = "/home/ana/src/proj"
