@@ -225,8 +225,10 @@ def _tool_apps() -> dict[str, typer.Typer]:
     """Tool commands, imported only when asked for so ``distill --help`` stays fast."""
     apps: dict[str, typer.Typer] = {"import": import_app}
     from pipeline.hook import hook_app
+    from pipeline.skills_cmd import skills_app
 
     apps["hook"] = hook_app
+    apps["skills"] = skills_app
     try:
         # ``distill eval`` needs the repository's evals/ package: present in a checkout, not in a wheel.
         from pipeline.eval_cmd import eval_app
