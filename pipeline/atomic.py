@@ -1,6 +1,13 @@
 """Atomic file writes: a temp file in the same directory, fsync, then ``os.replace``.
 
-A crash at any point leaves either the old file or the new one, never half of either.
+A crash at any point leaves either the old file or the new one, never half of either: the data is
+fsynced *before* the rename, so the name can never point at unwritten blocks.
+
+Making the rename itself durable takes a second fsync, of the directory. One writer of one file
+(the index) does it at once (``sync_dir=True``). A writer of many files (``NoteStore``) passes
+``sync_dir=False`` and calls ``fsync_dirs`` once per touched directory before it records the
+files anywhere (index, fingerprints): half the fsyncs, and a crash can only lose recent renames
+that nothing yet refers to, which the next run redoes.
 """
 
 from __future__ import annotations
@@ -8,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
@@ -21,7 +29,7 @@ def _file_mode() -> int:
     return 0o666 & ~mask
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str, *, sync_dir: bool = True) -> None:
     """Temp file in the same directory, fsync, ``os.replace``; the temp never outlives a failure."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -36,10 +44,17 @@ def atomic_write_text(path: Path, text: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    # Make the rename itself durable; not possible on every platform (e.g. Windows), hence suppress.
-    with contextlib.suppress(OSError):
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+    if sync_dir:
+        fsync_dirs([path.parent])
+
+
+def fsync_dirs(dirs: Iterable[Path]) -> None:
+    """Make renames and new entries in ``dirs`` durable, one fsync each."""
+    for directory in dirs:
+        # Not possible on every platform (e.g. Windows), hence suppress.
+        with contextlib.suppress(OSError):
+            dir_fd = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 
 from pipeline.config import DEFAULT_CHUNK_TOKENS
@@ -49,9 +50,15 @@ def logical_transcript(messages: Sequence[Message]) -> list[Message]:
     return [m for _, _, m in picked]
 
 
+# CJK punctuation, kana, ideographs (U+3000-9FFF) and Hangul syllables (U+AC00-D7AF).
+_NOT_CJK = re.compile(r"[^\u3000-\u9fff\uac00-\ud7af]+")
+
+
 def estimate_tokens(text: str) -> int:
     """Cheap token estimate: ~4 characters per token for Latin text, ~1 per CJK character."""
-    cjk = sum(1 for ch in text if "\u3000" <= ch <= "\u9fff" or "\uac00" <= ch <= "\ud7af")
+    # Tool results run to megabytes; a per-character Python loop over them was the stage's
+    # main cost. ASCII text has no CJK at all, and otherwise the regex counts in C.
+    cjk = 0 if text.isascii() else len(_NOT_CJK.sub("", text))
     return cjk + (len(text) - cjk) // 4 + 1
 
 

@@ -95,6 +95,11 @@ def distill(
         typer.Option("--exclude-source", help=f"Skip these sources (default: {', '.join(DEFAULT_EXCLUDED_SOURCES)})."),
     ] = None,
     summarizer: Annotated[str, typer.Option(help="auto, extractive or llm.")] = "auto",
+    jobs: Annotated[
+        int | None,
+        typer.Option("--jobs", "-j", min=1, show_default=False,
+                     help="Worker processes for the extractive summariser (default: min(CPUs, 4)); e.g. --jobs 1."),
+    ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be written; write nothing.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Re-render even when nothing changed.")] = False,
     json_: Annotated[bool, typer.Option("--json", help="Print the run report as JSON.")] = False,
@@ -105,7 +110,7 @@ def distill(
         report = _run(
             sessions=sessions or [], from_=from_, db=db, profile=profile, out=out, demo=demo, all_=all_, since=since,
             idle=idle, source=source or [], exclude_source=exclude_source, summarizer=summarizer,
-            dry_run=dry_run, force=force, quiet=quiet or json_,
+            jobs=jobs, dry_run=dry_run, force=force, quiet=quiet or json_,
         )
     except DistillError as exc:
         if debug:
@@ -122,7 +127,7 @@ def distill(
 def _run(
     *, sessions: list[str], from_: str | None, db: Path | None, profile: str | None, out: Path | None, demo: bool, all_: bool,
     since: str | None, idle: str | None, source: list[str], exclude_source: list[str] | None, summarizer: str,
-    dry_run: bool, force: bool, quiet: bool,
+    jobs: int | None, dry_run: bool, force: bool, quiet: bool,
 ) -> RunReport:
     from pipeline.run import run
 
@@ -146,7 +151,7 @@ def _run(
         since=parse_when(since) if since else None, idle=parse_age(idle) if idle else None,
         include_sources=source,
         exclude_sources=list(DEFAULT_EXCLUDED_SOURCES if exclude_source is None else exclude_source),
-        dry_run=dry_run, force=force, summarizer=summarizer,
+        dry_run=dry_run, force=force, summarizer=summarizer, jobs=jobs or 0,
     )
     if settings.out.exists() and not settings.out.is_dir():
         raise InputError(f"--out {settings.out}: exists and is not a directory")

@@ -57,7 +57,11 @@ class Settings(BaseModel):
     api_base: str | None = None
     local_model: Path | None = None
     lang: str | None = None
-    jobs: int = 1
+    jobs: int = Field(
+        0,
+        description="Parallelism: worker processes for the extractive summariser, concurrent model calls for "
+        "the LLM one. 0 = auto: min(CPUs, 4) processes for extractive, 1 call for the LLM.",
+    )
     max_cost: float | None = None
     max_tokens: int | None = None
     chunk_tokens: int = DEFAULT_CHUNK_TOKENS

@@ -352,16 +352,31 @@ def _apply(rule: Rule, text: str, lowered: str) -> str:
     return "".join(out)
 
 
+#: Every trigger once. Rules share triggers ("key", "token", "pass" ...), so screening each
+#: distinct literal once per text, rather than each rule's list, halves the ``in`` scans; and
+#: a text holding none of them (most prose) returns after that single screen.
+_TRIGGERS: tuple[str, ...] = tuple(dict.fromkeys(t for rule in RULES for t in rule.triggers))
+
+
+def _present(lowered: str) -> frozenset[str]:
+    return frozenset([t for t in _TRIGGERS if t in lowered])
+
+
 def redact(text: str) -> str:
     """Return ``text`` with every secret replaced by ``[REDACTED:<KIND>]``."""
     if not text:
         return text
     lowered = text.lower()
+    present = _present(lowered)
+    if not present:
+        return text
     for rule in RULES:
-        if any(t in lowered for t in rule.triggers):
+        if not present.isdisjoint(rule.triggers):
             new = _apply(rule, text, lowered)
             if new is not text:
+                # A mask adds text ("[redacted:aws_secret_key]"), so later rules re-screen it.
                 text, lowered = new, new.lower()
+                present = _present(lowered)
     return text
 
 

@@ -16,16 +16,18 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
+from typing import Any, Literal
 
 from pipeline import __version__
 from pipeline.chunk import chunk_session
 from pipeline.config import Settings
 from pipeline.errors import DistillError, InputError
 from pipeline.extract import HermesDB, with_retry
-from pipeline.models import Chunk, Facts, RunReport, Session, SessionResult, SessionSummary
+from pipeline.models import Chunk, Facts, Note, RunReport, Session, SessionResult, SessionSummary
 
 Summariser = Callable[[Session, list[Chunk], Facts], SessionSummary]
 
@@ -103,6 +105,68 @@ def _sha(payload: object) -> str:
     return "sha256:" + hashlib.sha256(canonical.encode("utf-8", "replace")).hexdigest()
 
 
+@dataclass(frozen=True)
+class Draft:
+    """A session taken as far as it goes without the output directory: a note, or why there is none.
+
+    ``status`` is ``note`` (``note`` set), ``current`` (the note on disk was made from ``digest``,
+    per the caller's check) or ``skipped`` (nothing to distill).
+    """
+
+    session_id: str
+    status: Literal["note", "current", "skipped"]
+    digest: str | None = None
+    note: Note | None = None
+    problems: tuple[str, ...] = ()
+
+
+def draft_note(
+    session: Session,
+    *,
+    chunk_tokens: int,
+    summarise: Summariser,
+    summariser_id: str,
+    distilled_at: datetime,
+    link_for: Callable[[str], str],
+    is_current: Callable[[str], bool] | None,
+) -> Draft:
+    """redact → chunk → facts → summarise → render. Pure but for ``link_for``/``is_current``.
+
+    ``is_current(digest)`` (``None`` under ``--force``) short-cuts a session whose note was already
+    made from the same inputs, before the costly half runs.
+    """
+    from pipeline.facts import derive_facts
+    from pipeline.redact import redact_session
+    from pipeline.render import render_note
+
+    session = redact_session(session)
+    chunks = chunk_session(session, budget=chunk_tokens)
+    if not chunks:
+        return Draft(session.id, "skipped", problems=(*session.problems, "empty session: no messages to distill"))
+    digest = content_hash(session, chunks, summariser_id)
+    if is_current is not None and is_current(digest):
+        return Draft(session.id, "current", digest=digest)
+    facts = derive_facts(session, chunks)
+    summary = summarise(session, chunks, facts)
+    note = render_note(session, summary, facts, content_hash=digest, distilled_at=distilled_at, link_for=link_for)
+    return Draft(session.id, "note", digest=digest, note=note, problems=session.problems)
+
+
+def commit(draft: Draft, *, settings: Settings, store: object) -> SessionResult:
+    """The write half: a ``Draft`` → the note on disk (through ``store``) → its ``SessionResult``."""
+    if draft.status == "skipped":
+        return SessionResult(session_id=draft.session_id, status="skipped", problems=draft.problems)
+    if draft.status == "current":
+        rel = store.path_for(draft.session_id)  # type: ignore[attr-defined]
+        return SessionResult(session_id=draft.session_id, status="unchanged",
+                             path=str(settings.out / rel) if rel else None)
+    assert draft.note is not None
+    result: SessionResult = store.write(draft.note, force=settings.force, dry_run=settings.dry_run)  # type: ignore[attr-defined]
+    if draft.problems:
+        result = result.model_copy(update={"problems": draft.problems})
+    return result
+
+
 def distill_session(
     session: Session,
     *,
@@ -113,29 +177,12 @@ def distill_session(
     distilled_at: datetime,
 ) -> SessionResult:
     """One session through redact → chunk → facts → summarise → render → write."""
-    from pipeline.facts import derive_facts
-    from pipeline.redact import redact_session
-    from pipeline.render import render_note
-
-    session = redact_session(session)
-    chunks = chunk_session(session, budget=settings.chunk_tokens)
-    if not chunks:
-        return SessionResult(session_id=session.id, status="skipped",
-                             problems=(*session.problems, "empty session: no messages to distill"))
-    digest = content_hash(session, chunks, summariser_id)
-    if not settings.force and store.unchanged(session.id, digest):  # type: ignore[attr-defined]
-        rel = store.path_for(session.id)  # type: ignore[attr-defined]
-        return SessionResult(session_id=session.id, status="unchanged", path=str(settings.out / rel) if rel else None)
-    facts = derive_facts(session, chunks)
-    summary = summarise(session, chunks, facts)
-    note = render_note(
-        session, summary, facts, content_hash=digest, distilled_at=distilled_at,
-        link_for=store.link_for,  # type: ignore[attr-defined]
+    draft = draft_note(
+        session, chunk_tokens=settings.chunk_tokens, summarise=summarise, summariser_id=summariser_id,
+        distilled_at=distilled_at, link_for=store.link_for,  # type: ignore[attr-defined]
+        is_current=None if settings.force else partial(store.unchanged, session.id),  # type: ignore[attr-defined]
     )
-    result: SessionResult = store.write(note, force=settings.force, dry_run=settings.dry_run)  # type: ignore[attr-defined]
-    if session.problems:
-        result = result.model_copy(update={"problems": session.problems})
-    return result
+    return commit(draft, settings=settings, store=store)
 
 
 def run(
@@ -151,6 +198,7 @@ def run(
     from pipeline.write import NoteStore
 
     started = time.perf_counter()
+    builtin = summarise is None
     summarise = summarise or summarise_extractive
     report = RunReport(db=None if settings.inputs else str(settings.db), out=str(settings.out),
                        summarizer=summariser_id, dry_run=settings.dry_run)
@@ -176,9 +224,24 @@ def run(
             report.selected = len(ids)
             store = NoteStore(settings.out, create=not settings.dry_run, autosave=False)
             seen = _Fingerprints(settings.out)
-            for i in _iterate_n(len(ids), progress):
-                record(_one(db, ids[i], settings, store, seen, summarise, summariser_id, now))
+            steps = _iterate_n(len(ids), progress)
+            jobs = _worker_count(settings, builtin=builtin, sessions=len(ids))
+            distil = partial(distill_session, settings=settings, store=store, summarise=summarise,
+                             summariser_id=summariser_id, distilled_at=now)
+            load = partial(_load, db, settings=settings, store=store, seen=seen, summariser_id=summariser_id)
+            results = (
+                _serial(ids, steps, load, distil) if jobs <= 1
+                else _pooled(ids, steps, load, distil, jobs, settings=settings, store=store,
+                             summariser_id=summariser_id, distilled_at=now)
+            )
+            for sid, fp, result in results:
+                if fp is not None and result.status in ("written", "unchanged"):
+                    seen.set(sid, fp, summariser_id)
+                record(result)
             if not settings.dry_run:
+                # The index first: saving it makes the notes' renames durable (see NoteStore.sync),
+                # and a fingerprint must never be on disk before the note it vouches for.
+                store.save_index()
                 seen.save()
     if not settings.dry_run:
         store.save_index()
@@ -203,33 +266,84 @@ def _file_sessions(path: Path, settings: Settings, notices: list[str]) -> Iterat
 def _guarded(sid: str, fn: Callable[[], SessionResult]) -> SessionResult:
     try:
         return fn()
-    except DistillError as exc:
-        return SessionResult(session_id=sid, status="failed", error=str(exc))
     except Exception as exc:  # one bad session must not stop the run; it is reported
-        return SessionResult(session_id=sid, status="failed", error=f"{type(exc).__name__}: {exc}")
+        return _failed(sid, exc)
+
+
+def _failed(sid: str, exc: Exception) -> SessionResult:
+    error = str(exc) if isinstance(exc, DistillError) else f"{type(exc).__name__}: {exc}"
+    return SessionResult(session_id=sid, status="failed", error=error)
 
 
 def _iterate_n(n: int, progress: Callable[[int], Iterable[int]] | None) -> Iterable[int]:
     return range(n) if progress is None else progress(n)
 
 
-def _one(
-    db: HermesDB, sid: str, settings: Settings, store: object, seen: _Fingerprints,
-    summarise: Summariser, summariser_id: str, now: datetime,
-) -> SessionResult:
-    def work() -> SessionResult:
+Loaded = tuple[str | None, Session | SessionResult]
+
+
+def _load(
+    db: HermesDB, sid: str, *, settings: Settings, store: object, seen: _Fingerprints, summariser_id: str
+) -> Loaded:
+    """(fingerprint, the session to distill), or a result when the fingerprint says it is unchanged."""
+    try:
         fp = fingerprint(db, sid)
         existing = store.path_for(sid)  # type: ignore[attr-defined]
         if not settings.force and existing and seen.get(sid) == (fp, summariser_id):
-            return SessionResult(session_id=sid, status="unchanged", path=str(settings.out / existing))
-        session = db.read_session(sid)
-        result = distill_session(session, settings=settings, store=store, summarise=summarise,
-                                 summariser_id=summariser_id, distilled_at=now)
-        if result.status in ("written", "unchanged"):
-            seen.set(sid, fp, summariser_id)
-        return result
+            return fp, SessionResult(session_id=sid, status="unchanged", path=str(settings.out / existing))
+        return fp, db.read_session(sid)
+    except Exception as exc:  # one bad session must not stop the run; it is reported
+        return None, _failed(sid, exc)
 
-    return _guarded(sid, work)
+
+def _serial(
+    ids: list[str], steps: Iterable[int], load: Callable[[str], Loaded], distil: Callable[[Session], SessionResult]
+) -> Iterator[tuple[str, str | None, SessionResult]]:
+    for i in steps:
+        fp, got = load(ids[i])
+        result = _guarded(ids[i], partial(distil, got)) if isinstance(got, Session) else got
+        yield ids[i], fp, result
+
+
+def _pooled(
+    ids: list[str], steps: Iterable[int], load: Callable[[str], Loaded], distil: Callable[[Session], SessionResult],
+    jobs: int, *, settings: Settings, store: object, summariser_id: str, distilled_at: datetime,
+) -> Iterator[tuple[str, str | None, SessionResult]]:
+    """As ``_serial``, with redact → render in worker processes (see ``pipeline.parallel``)."""
+    from pipeline.parallel import DraftPool
+
+    def finish(item: Any, outcome: Draft | SessionResult | None) -> SessionResult:
+        if isinstance(outcome, SessionResult):
+            return outcome  # failed in the worker
+        confirmed = outcome is not None and (
+            outcome.status != "current" or store.unchanged(item.session_id, outcome.digest)  # type: ignore[attr-defined]
+        )
+        if confirmed:
+            return _guarded(item.session_id, partial(commit, outcome, settings=settings, store=store))
+        # The worker died, or the index's hash is stale (the note was moved or deleted): redo it here.
+        return _guarded(item.session_id, partial(distil, item.session))
+
+    with DraftPool(jobs, finish) as pool:
+        for i in steps:
+            fp, got = load(ids[i])
+            if isinstance(got, Session):
+                known = None if settings.force else store.recorded_hash(got.id)  # type: ignore[attr-defined]
+                yield from pool.submit(
+                    got, fp, known_hash=known, link_for=store.link_for,  # type: ignore[attr-defined]
+                    chunk_tokens=settings.chunk_tokens, summariser_id=summariser_id, distilled_at=distilled_at,
+                )
+            else:
+                yield from pool.add(ids[i], fp, got)
+        yield from pool.drain()
+
+
+def _worker_count(settings: Settings, *, builtin: bool, sessions: int) -> int:
+    """Worker processes for this run: only for the built-in extractive summariser, on enough sessions."""
+    from pipeline.parallel import MIN_SESSIONS, auto_jobs
+
+    if not builtin or sessions < MIN_SESSIONS:
+        return 1  # a caller's summariser may hold clients or state that cannot cross processes
+    return settings.jobs if settings.jobs > 0 else auto_jobs()
 
 
 class _Fingerprints:

@@ -3,7 +3,9 @@
 The output dir is a vault the user also edits, so three rules hold:
 
 * **Nothing is ever half-written.** Text goes to a hidden temp file in the same directory, is
-  fsynced, then ``os.replace``d over the target (atomic on POSIX and Windows).
+  fsynced, then ``os.replace``d over the target (atomic on POSIX and Windows). The directories
+  the renames touched are fsynced once, when the index is saved, and always before it: an index
+  entry (or a run's fingerprint) never vouches for a rename a crash could still undo.
 * **The user's work survives a re-render.** The ``## Notes`` section (any language) and any
   frontmatter key, tag or alias the user added are carried into the new text.
 * **A re-run is cheap.** ``.distill/index.json`` maps session id → {path, content_hash, title}, so
@@ -35,7 +37,7 @@ import frontmatter
 import yaml
 from filelock import FileLock, Timeout
 
-from pipeline.atomic import atomic_write_text
+from pipeline.atomic import atomic_write_text, fsync_dirs
 from pipeline.errors import OutputError, SessionError
 from pipeline.models import Note, SessionResult
 from pipeline.render import GENERATED_KEYS, dump_note, generated_section_labels, section_labels, short_id
@@ -73,6 +75,7 @@ class NoteStore:
         self.problems: list[str] = []
         self._mutex = threading.Lock()
         self._dirty: dict[str, dict[str, str]] = {}
+        self._unsynced: set[Path] = set()  # directories holding renames not yet fsynced
         self._saved_at = float("-inf")  # so a one-session run saves right after its write
         if create:
             self._ensure_dirs()
@@ -108,6 +111,11 @@ class NoteStore:
         # `|`, `[`, `]` and newlines would end or split the link; the title is display text only.
         title = " ".join(re.sub(r"[\[\]|]", " ", entry.get("title") or "").split())
         return f"[[{target}|{title}]]" if title else f"[[{target}]]"
+
+    def recorded_hash(self, session_id: str) -> str | None:
+        """The content hash the index records for the session's note; ``unchanged`` confirms it."""
+        entry = self._entry(session_id)
+        return entry.get("content_hash") if entry else None
 
     def unchanged(self, session_id: str, content_hash: str) -> bool:
         """True when the session's note exists and was rendered from the same inputs."""
@@ -153,16 +161,31 @@ class NoteStore:
             status: Literal["written", "unchanged"] = "unchanged" if text == old else "written"
             if status == "written":
                 try:
-                    atomic_write_text(target, text)
+                    atomic_write_text(target, text, sync_dir=False)
                 except OSError as exc:
                     raise OutputError(f"cannot write note {target}: {exc.strerror or exc}") from exc
+                with self._mutex:
+                    self._unsynced.add(target.parent)
             self._record(sid, rel, note.content_hash, title)
         if self.autosave and time.monotonic() - self._saved_at >= AUTOSAVE_INTERVAL:
             self.save_index()
         return SessionResult(session_id=sid, status=status, path=str(target), problems=tuple(problems))
 
+    def sync(self) -> None:
+        """fsync the directories of notes written so far (and their parents up to the output dir)."""
+        with self._mutex:
+            pending, self._unsynced = self._unsynced, set()
+        dirs: set[Path] = set()
+        for directory in pending:
+            # A new YYYY/MM folder is itself an entry in its parent.
+            while directory not in dirs and (directory == self.out_dir or self.out_dir in directory.parents):
+                dirs.add(directory)
+                directory = directory.parent
+        fsync_dirs(sorted(dirs))
+
     def save_index(self) -> None:
         """Merge this process's new entries into the on-disk index and replace it atomically."""
+        self.sync()  # the notes' renames are durable before any index entry points at them
         with self._mutex:
             if not self._dirty:
                 return

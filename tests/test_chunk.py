@@ -97,3 +97,15 @@ def test_budget_split_happens_at_user_turns() -> None:
 
 def test_empty_session_has_no_chunks() -> None:
     assert chunk_session(Session(id="x", source="cli")) == []
+
+
+def test_estimate_tokens_counts_cjk_and_hangul() -> None:
+    from pipeline.chunk import estimate_tokens
+
+    def by_hand(text: str) -> int:
+        cjk = sum(1 for ch in text if "\u3000" <= ch <= "\u9fff" or "\uac00" <= ch <= "\ud7af")
+        return cjk + (len(text) - cjk) // 4 + 1
+
+    for text in ("", "abcd" * 10, "修复读取器", "한국어 텍스트", "mixed 中文 and 한글 é ü 🚀", "\u2fff\u3000\u9fff\ua000\uabff\uac00\ud7af\ud7b0"):
+        assert estimate_tokens(text) == by_hand(text), text
+    assert estimate_tokens("x" * 4_000_000) == 1_000_001

@@ -400,3 +400,22 @@ def test_filters() -> None:
     assert md_code("`x`") == "`` `x` ``"
     assert md_block("ok\n\n# h") == "ok\n\n\\# h"
     assert md_block("see https://x.test/a#b") == "see https://x.test/a#b"
+
+
+@pytest.mark.parametrize("value", [*HOSTILE_TITLES, "ZJZd\ufffe\u200b}b?", "\x7faq\x16", "tab\there", "nel\x85x",
+                                   "ls\u2028ps\u2029", "😀", "", "0x1f", "- dash", "'quoted'", "a: b", "#tag"])
+def test_fast_and_python_emitters_write_the_same_text(value: str) -> None:
+    """libyaml is used only where it writes exactly what the pure-Python emitter writes."""
+    import yaml
+
+    from pipeline import render as r
+
+    meta = {"title": value, "tags": [value, "x"], "n": 1, "cost": 0.5, "none": None, "flag": True}
+    python = yaml.dump(meta, Dumper=r._NoteDumper, sort_keys=False, width=1_000_000,
+                       default_flow_style=False, allow_unicode=True)
+    assert r.dump_note(meta, "body").startswith("---\n" + python.strip() + "\n---\n\nbody")
+
+
+def test_emoji_titles_stay_readable() -> None:
+    text = note_text(render(make_session(title="🚀 ship it 🎉"), make_summary(title=None)))
+    assert "title: 🚀 ship it 🎉\n" in text and "\\U0001F680" not in text

@@ -334,3 +334,27 @@ def test_two_processes_write_the_same_notes(tmp_path: Path, autosave: bool) -> N
     assert set(data) == set(by_id)
     assert all((tmp_path / entry["path"]).is_file() for entry in data.values())
     assert leftovers(tmp_path) == []
+
+
+def test_note_dirs_are_fsynced_once_before_the_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A note's rename is made durable before any index entry can point at it, one fsync per folder."""
+    import pipeline.atomic
+    import pipeline.write
+
+    events: list[tuple[str, Any]] = []
+    real_write, real_sync = pipeline.write.atomic_write_text, pipeline.write.fsync_dirs
+    monkeypatch.setattr(pipeline.write, "atomic_write_text",
+                        lambda path, text, **kw: (events.append(("write", path.name, kw)), real_write(path, text, **kw)))
+    monkeypatch.setattr(pipeline.write, "fsync_dirs",
+                        lambda dirs: (events.append(("sync", sorted(dirs))), real_sync(dirs)))
+    store = NoteStore(tmp_path / "out", autosave=False)
+    for i in range(3):
+        store.write(make_note(sid=f"20261120_080000_abc12{i}"))
+    assert [e[0] for e in events] == ["write", "write", "write"]
+    assert all(e[2] == {"sync_dir": False} for e in events)
+    store.save_index()
+    kinds = [e[0] for e in events]
+    assert kinds == ["write", "write", "write", "sync", "write"]  # fsync the folders, then the index
+    synced = events[3][1]
+    assert tmp_path / "out" / "2026" / "11" in synced and tmp_path / "out" / "2026" in synced
+    assert events[4][1] == INDEX_FILE and events[4][2] == {}
