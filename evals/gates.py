@@ -1,7 +1,8 @@
 """The quality floors the eval must hold (issue 5). ``tests/test_evals.py`` asserts the same numbers.
 
-Floors from the issue are fixed; ``DECISION_RECALL_FLOOR`` is *measured* and may only go up:
-raise it when the pipeline improves, never lower it silently.
+Floors from the issue are fixed; ``DECISION_RECALL_FLOOR`` and ``FILE_PRECISION_FLOOR`` are
+*measured* per summariser and may only go up: raise them when the pipeline improves, never lower
+them silently. (Precision has a floor so that recall is not bought by guessing files.)
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ SECRETS_LEAKED_MAX = 0
 END_STATE_CORRECT_FLOOR = 1.0
 LANGUAGE_MATCH_FLOOR = 1.0
 #: Measured keyword-judge decision recall per summariser (see tests/test_evals.py for the dates).
-DECISION_RECALL_FLOOR: dict[str, float] = {"extractive": 0.61}
+DECISION_RECALL_FLOOR: dict[str, float] = {"extractive": 0.63}
+#: Measured output-file precision per summariser (see tests/test_evals.py for the dates).
+FILE_PRECISION_FLOOR: dict[str, float] = {"extractive": 0.98}
 
 
 def check_gates(run: EvalRun) -> list[str]:
@@ -33,6 +36,9 @@ def check_gates(run: EvalRun) -> list[str]:
             failed.append(f"{name}: end-state correctness {t['end_state_correct']:.2f} < {END_STATE_CORRECT_FLOOR}")
         if (t["language_match"] or 0) < LANGUAGE_MATCH_FLOOR:
             failed.append(f"{name}: language match {t['language_match']:.2f} < {LANGUAGE_MATCH_FLOOR}")
+        floor = FILE_PRECISION_FLOOR.get(name)
+        if floor is not None and t["file_precision"] is not None and t["file_precision"] < floor:
+            failed.append(f"{name}: output-file precision {t['file_precision']:.2f} < measured floor {floor}")
         floor = DECISION_RECALL_FLOOR.get(name)
         if floor is not None and (t["decision_recall_keyword"] or 0) < floor:
             failed.append(f"{name}: decision recall {t['decision_recall_keyword']:.2f} < measured floor {floor}")

@@ -3,13 +3,19 @@
 The note is written in the user's language, so this only has to be right about the *prose*
 people typed, not about the code they pasted. Design:
 
-1. Strip what is not prose: fenced code blocks, inline code, URLs and path-like tokens. A
-   Chinese ask about ``src/parser.py`` must not count the path as English.
+1. Strip what is not prose: fenced code blocks, inline code, URLs, path-like tokens (``C:\\x``
+   too) and log/paste lines (``[INFO] …``, stack frames, prompts). A Chinese ask about
+   ``src/parser.py`` must not count the path as English, and a pasted Maven log is not the
+   user's language.
 2. Count script units. Each CJK/kana/hangul character is one unit and each word in an
    alphabetic script is one unit, because one Chinese character carries about as much as one
    English word; counting letters instead would let a few identifiers outvote a Chinese sentence.
 3. Non-Latin scripts win by share (kana decides ja over zh, since Chinese never uses kana).
 4. Latin-script text is split by stopword counts plus a few diacritics that only one language uses.
+
+5. ``session_language``: the user's prose decides. When there is too little of it (a session
+   of pasted logs, a one-word "init"), the assistant's prose joins in at a third of the user's
+   weight: the agent answers in the user's language, so it is the next best witness.
 
 Everything is stdlib and deterministic: same texts, same answer. Unknown → ``default`` ("en").
 """
@@ -19,6 +25,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
 _INLINE_CODE = re.compile(r"`[^`\n]*`")
@@ -31,6 +38,16 @@ _PATHISH = re.compile(
     r"|(?<![A-Za-z0-9])--?[A-Za-z][A-Za-z0-9-]*)"
 )
 
+_WIN_PATH = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]:\\\S*|\S*\\\S+")
+# Lines a person pastes rather than types: log levels, timestamps, stack frames, prompts, exceptions.
+_LOGLINE = re.compile(
+    r"^\s*(?:\[(?:INFO|WARN(?:ING)?|ERROR|DEBUG|TRACE|FATAL|SEVERE|NOTICE)\]|(?:INFO|WARN(?:ING)?|ERROR|DEBUG|TRACE"
+    r"|FATAL)\b[:\s]|\d{4}-\d\d-\d\d[ T]\d|\d\d:\d\d:\d\d|at [\w.$<>]+\(|Caused by:|Traceback \(|File \""
+    r"|[A-Za-z]:\\|PS [A-Za-z]:|\$ |>>> |[\w.]*(?:Error|Exception)(?::|\s*$)|npm (?:ERR|WARN)|E\s{2,})"
+)
+
+_NON_LATIN = re.compile(r"[\u0370-\u03ff\u0400-\u04ff\u0590-\u06ff\u0900-\u097f\u0e00-\u0e7f\u3040-\u30ff"
+                        r"\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _KANA = re.compile(r"[\u3040-\u30ff\u31f0-\u31ff]")
 _HANGUL = re.compile(r"[\uac00-\ud7af\u1100-\u11ff\u3130-\u318f]")
@@ -74,37 +91,74 @@ _DIACRITICS: dict[str, str] = {"ñ": "es", "¿": "es", "¡": "es", "ã": "pt", "
                                "œ": "fr", "ù": "fr", "ë": "nl"}
 
 
+def _unpasted(text: str) -> str:
+    """``text`` without log lines; in a block that is mostly log lines, Latin-script lines go too.
+
+    Terminals wrap long log lines, so a pasted log leaves fragments ("n class -> [Help 1]") that
+    no pattern recognises; they sit among log lines, while a line the person typed in Chinese or
+    Russian next to the paste keeps its script and stays.
+    """
+    kept: list[str] = []
+    for block in re.split(r"\n[ \t]*\n", text):
+        lines = [ln for ln in block.splitlines() if ln.strip()]
+        logs = sum(1 for ln in lines if _LOGLINE.match(ln))
+        pasted = logs and logs * 2 >= len(lines)
+        kept += [ln for ln in lines if not _LOGLINE.match(ln) and not (pasted and not _NON_LATIN.search(ln))]
+    return "\n".join(kept)
+
+
 def _prose(text: str) -> str:
-    text = _FENCE.sub(" ", text)
+    text = _unpasted(_FENCE.sub(" ", text))
     text = _INLINE_CODE.sub(" ", text)
     text = _URL.sub(" ", text)
+    text = _WIN_PATH.sub(" ", text)
     return _PATHISH.sub(" ", text)
 
 
-def guess_language(texts: Iterable[str]) -> str | None:
-    """Return a language code, or None when the texts carry too little prose to tell."""
-    units: Counter[str] = Counter()
-    latin_words: list[str] = []
-    diacritics: Counter[str] = Counter()
-    uk = 0
+@dataclass
+class _Tally:
+    """Script units and Latin evidence counted over some texts (see the module docstring)."""
+
+    units: Counter[str] = field(default_factory=Counter)
+    latin: Counter[str] = field(default_factory=Counter)
+    diacritics: Counter[str] = field(default_factory=Counter)
+    uk: int = 0
+
+    @property
+    def total(self) -> int:
+        return sum(self.units.values()) + sum(self.latin.values())
+
+    def add(self, other: _Tally, weight: int = 1) -> None:
+        for mine, theirs in ((self.units, other.units), (self.latin, other.latin), (self.diacritics, other.diacritics)):
+            for key, n in theirs.items():
+                mine[key] += n * weight
+        self.uk += other.uk * weight
+
+
+def _tally(texts: Iterable[str]) -> _Tally:
+    t = _Tally()
     for raw in texts:
         text = _prose(raw or "")
-        units["zh"] += len(_HAN.findall(text))
-        units["ja"] += len(_KANA.findall(text))
-        units["ko"] += len(_HANGUL.findall(text))
-        uk += sum(1 for ch in text if ch in _UK_LETTERS)
+        t.units["zh"] += len(_HAN.findall(text))
+        t.units["ja"] += len(_KANA.findall(text))
+        t.units["ko"] += len(_HANGUL.findall(text))
+        t.uk += sum(1 for ch in text if ch in _UK_LETTERS)
         for ch, code in _DIACRITICS.items():
-            diacritics[code] += text.count(ch)
+            t.diacritics[code] += text.count(ch)
         for word in _WORD.findall(text):
             first = word[0]
             for lo, hi, code in _SCRIPTS:
                 if lo <= first <= hi:
-                    units[code] += 1
+                    t.units[code] += 1
                     break
             else:
                 if not _HAN.match(first) and not _KANA.match(first) and not _HANGUL.match(first):
-                    latin_words.append(word.lower())
-    total = sum(units.values()) + len(latin_words)
+                    t.latin[word.lower()] += 1
+    return t
+
+
+def _decide(t: _Tally) -> str | None:
+    units, total = t.units, t.total
     if total == 0:
         return None
     cjk = units["zh"] + units["ja"]
@@ -117,12 +171,33 @@ def guess_language(texts: Iterable[str]) -> str | None:
         return "zh"
     for _lo, _hi, code in _SCRIPTS:
         if units[code] / total >= 0.3:
-            return "uk" if code == "ru" and uk >= 2 else code
-    return _latin(latin_words, diacritics)
+            return "uk" if code == "ru" and t.uk >= 2 else code
+    return _latin(t.latin, t.diacritics)
 
 
-def _latin(words: list[str], diacritics: Counter[str]) -> str | None:
-    scores = {code: sum(1 for w in words if w in stop) for code, stop in _STOPWORDS.items()}
+def guess_language(texts: Iterable[str]) -> str | None:
+    """Return a language code, or None when the texts carry too little prose to tell."""
+    return _decide(_tally(texts))
+
+
+#: Fewer script units than this in the user's own prose is too little to decide on alone.
+SCARCE_USER_UNITS = 12
+#: How much more one unit of the user's prose counts than one of the assistant's.
+USER_WEIGHT = 3
+
+
+def session_language(user_texts: Iterable[str], assistant_texts: Iterable[str], default: str = "en") -> str:
+    """The language a session was conducted in: the user's prose, helped by the assistant's when scarce."""
+    user = _tally(user_texts)
+    if user.total >= SCARCE_USER_UNITS:
+        return _decide(user) or default
+    both = _tally(assistant_texts)
+    both.add(user, USER_WEIGHT)
+    return _decide(both) or default
+
+
+def _latin(words: Counter[str], diacritics: Counter[str]) -> str | None:
+    scores = {code: sum(n for w, n in words.items() if w in stop) for code, stop in _STOPWORDS.items()}
     for code, n in diacritics.items():
         scores[code] += 2 * n
     best = max(scores, key=lambda c: (scores[c], c == "en"))

@@ -5,9 +5,9 @@ under evals/cassettes/ (record mode none, body matching, a miss fails the run). 
 issue are fixed; decision-recall floors are *measured* numbers: raise them when the pipeline
 improves, never lower them silently (and update evals/README.md and evals/gates.py with them).
 
-Gates the extractive summariser does not reach today are ``xfail(strict=True)`` with the failing
+Gates the extractive summariser does not reach are ``xfail(strict=True)`` with the failing
 sessions named, so the gap stays visible and an improvement turns into an XPASS failure that
-asks for the marker to go.
+asks for the marker to go. Since 2026-12-02 it meets every gate, so there are none.
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ from evals import metrics as M
 from evals.dataset import Gold, GoldDecision, load_gold
 from evals.run import EvalRun, evaluate
 
-# Measured 2026-12-02 on 21 sessions (16 real, 5 synthetic Hermes), keyword judge.
-EXTRACTIVE_DECISION_RECALL_FLOOR = 0.61
+# Measured 2026-12-02 on 21 sessions (16 real, 5 synthetic Hermes), keyword judge (0.61 before this change).
+EXTRACTIVE_DECISION_RECALL_FLOOR = 0.63
+# Measured 2026-12-02 (0.85 before this change); recall is 1.00 there, so this keeps it from being bought by guessing.
+EXTRACTIVE_FILE_PRECISION_FLOOR = 0.98
 # Measured for the local Qwen2.5-Coder-1.5B on the recorded subset; None until recorded.
 LOCAL_LLM_DECISION_RECALL_FLOOR: float | None = None
 LOCAL_LLM = "llm:openai/qwen2.5-coder-1.5b-instruct"
@@ -79,44 +81,49 @@ def test_decision_recall_floors(run: EvalRun) -> None:
         assert run.totals[LOCAL_LLM]["decision_recall_keyword"] >= LOCAL_LLM_DECISION_RECALL_FLOOR
 
 
+def test_file_precision_floor(run: EvalRun) -> None:
+    t = run.totals["extractive"]
+    assert t["file_precision"] >= EXTRACTIVE_FILE_PRECISION_FLOOR, [
+        (r.case, r.values["files_extra"]) for r in _ok(run, "extractive") if r.values["files_extra"]]
+
+
 def test_floors_match_gates_module() -> None:
     assert gates.FILE_RECALL_FLOOR == 0.9
     assert gates.END_STATE_CORRECT_FLOOR == gates.LANGUAGE_MATCH_FLOOR == 1.0
     assert gates.DECISION_RECALL_FLOOR.get("extractive") == EXTRACTIVE_DECISION_RECALL_FLOOR
+    assert gates.FILE_PRECISION_FLOOR.get("extractive") == EXTRACTIVE_FILE_PRECISION_FLOOR
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "extractive 0.54 (2026-12-02): Facts find no files for SpecStory apply_patch with a 'path' argument "
-    "(skillz), path-tagged fences ```xml:common/pom.xml (health-backend), bare diff fences whose path is "
-    "only in prose (download-manager, lifeblog, smart-tourism), and bing-wallpaper's Windows apply_patch paths"))
+def test_extractive_meets_every_gate(run: EvalRun) -> None:
+    assert not [line for line in gates.check_gates(run) if line.startswith("extractive:")]
+
+
 def test_output_file_recall(run: EvalRun) -> None:
+    """1.00 since 2026-12-02 (0.54 before: SpecStory apply_patch bodies, ```lang:path fences and bare diff
+    fences named in prose were not read)."""
     t = run.totals["extractive"]
     assert t["file_recall"] >= gates.FILE_RECALL_FLOOR, [
         (r.case, r.values["files_missed"]) for r in _ok(run, "extractive") if r.values["files_missed"]]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "extractive 0.57 (2026-12-02): false success on bing-wallpaper and smart-tourism (both end mid-work or "
-    "with the error still reported); 'unknown' on 7 resolved sessions (agente-bsc, download-manager, "
-    "hermes-compacted, hermes-deploy-chain, lifeblog, posthog, session-logs)"))
 def test_end_state_correct(run: EvalRun) -> None:
+    """1.00 since 2026-12-02 (0.57 before: "继续"/"Yes" were read as closers, and answered questions,
+    Portuguese/Chinese completion claims and cut-off exports were not recognised)."""
     bad = [(r.case, r.values["end_state"], r.values["end_state_gold"]) for r in _ok(run, "extractive")
            if not r.values["end_state_correct"]]
     assert not bad
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "extractive 0.95 (2026-12-02): health-backend is detected as 'en' — its user turns are pasted Maven "
-    "logs while every assistant reply is Chinese"))
 def test_language_match(run: EvalRun) -> None:
+    """1.00 since 2026-12-02 (0.95 before: health-backend's user turns are pasted Maven logs)."""
     bad = [(r.case, r.values["language"]) for r in _ok(run, "extractive") if not r.values["language_match"]]
     assert not bad
 
 
-def test_false_success_count_pinned(run: EvalRun) -> None:
-    """The LLM summariser takes its end state from extractive.infer_end_state, so it inherits these;
-    this pins the count so a regression is visible (extractive: 2, see test_end_state_correct)."""
-    assert run.totals["extractive"]["false_success"] <= 2
+def test_no_false_success(run: EvalRun) -> None:
+    """The LLM summariser takes its end state from extractive.infer_end_state, so it inherits these:
+    a claimed success on an unresolved session must never happen (2 before the end-state rework, 0 since)."""
+    assert run.totals["extractive"]["false_success"] == 0
 
 
 # --------------------------------------------------------------------------- metric definitions

@@ -126,6 +126,82 @@ def test_end_state_unresolved_when_user_says_it_still_fails_or_assistant_asks() 
     assert infer_end_state(sess(a("hello")), derive_facts(sess())) == "unknown"
 
 
+def _tool(cid: str, name: str, **args: Any) -> list[Message]:
+    return [a("", calls=(ToolCall(id=cid, name=name, arguments=args),)),
+            Message(role="tool", tool_call_id=cid, content=json.dumps({"success": True}))]
+
+
+def end(*messages: Message, source: str = "cli") -> str:
+    s = sess(*messages, source=source)
+    return infer_end_state(s, derive_facts(s))
+
+
+def test_continue_and_yes_hand_the_turn_back_instead_of_closing() -> None:
+    # "继续" after a failed attempt, then nothing: the work is still open (was a false success).
+    assert end(u("登录失败，修一下"), a("已修复。请重启后再试。"), u("还是这样，没有改变啊"), a("让我再看看代理配置。"),
+               u("继续")) == "unresolved"
+    # "Yes" to a statement is still a go-ahead; a later reply that only plans more work is unfinished.
+    assert end(u("upgrade to Java 21"), a("Upgrade done; want a PR?"), u("Yes"),
+               a("I need to push the branch and open the PR. Alright, let’s proceed!")) == "unresolved"
+    assert end(u("fix it"), a("Fixed, tests pass."), u("thanks, that's all"), a("👍")) == "resolved"
+    assert end(u("fix it"), a("Fixed, tests pass."), u("looks good")) == "resolved"
+    assert end(u("add tests"), a("Want me to add a CI job too?"), u("ok"), a("I'll add the workflow file now.")) \
+        == "unresolved"
+
+
+def test_answered_question_is_resolved_but_not_a_problem_or_a_disguised_request() -> None:
+    assert end(u("split cli.py"), *_write("w", "notes/cli.py"), a("Done."),
+               u("Does `notes --help` still list every command?"), a("Yes: the registry feeds the help text.")) \
+        == "resolved"
+    assert end(u("还 pushTask 有必要吗？"), a("有必要：pushTask 还负责去重和持久化。")) == "resolved"
+    assert end(u("1. 請直接輸出approach summary, 2. please direct me to the session file"),
+               a("Summary: four pillars.\n\nSession file: `/Users/x/.claude/projects/a.jsonl`")) == "resolved"
+    # a diagnostic question is answered by a fix, not by an explanation
+    assert end(u("why does the deploy fail to connect to the database?"),
+               a("The firewall rule for 5432 is still pending; open it from the app host.")) == "unknown"
+    # work asked for as a question, or answered by setting out to work, is not "answered"
+    assert end(u("高度可以调整小一些吗，尽量不要触发浏览器滚动"), a("好的，我来调整组件的高度。"), a("```\nundefined\n```")) \
+        == "unknown"
+    assert end(u("could you add a test for it?"), a("Here is a test you could add: `test_x`.")) == "unknown"
+
+
+def test_cut_off_sessions_are_unresolved() -> None:
+    assert end(u("apply for the grant"), *_tool("t", "terminal", command="./export.sh")[:1]) == "unresolved"
+    assert end(u("research the UIs"), *_tool("t", "web_search", query="midjourney ui")) == "unresolved"
+    assert end(u("add the endpoint"), a("Added the `/health` route; tests pass."),
+               *_tool("t", "todo_write", todos="all done")) == "resolved"  # bookkeeping after the report
+    assert end(u("db config"), a("让我添加数据库配置：\n\n```properties:app.properties\nspring.datasource.url=jdbc")) \
+        == "unresolved"
+    assert end(u("fix it"), a("Let me check the logs:")) == "unresolved"
+    assert end(u("what models exist?"), a("Opus and Sonnet. Let me know if you need more.")) == "resolved"
+
+
+def test_done_claims_in_chinese_and_portuguese_and_undo() -> None:
+    assert end(u("图标颜色没有生效"), a("我已经将所有 `<img>` 标签替换为内联的 SVG 元素。请刷新页面查看效果。")) == "resolved"
+    assert end(u("图标颜色没有生效"), a("这可能是缓存的问题。")) == "unresolved"
+    assert end(u("agora faça commit and push"), a("## Push Concluído com Sucesso!\n\n**Tudo resolvido!**")) == "resolved"
+    assert end(u("add the endpoint"), a("Added the `/health` route. Done."), u("/undo")) == "unresolved"
+
+
+def test_message_kinds_are_computed_in_linear_time(monkeypatch: Any) -> None:
+    import pipeline.extractive as ex
+
+    calls = 0
+    real = ex._kind
+
+    def counting(m: Message) -> str | None:
+        nonlocal calls
+        calls += 1
+        return real(m)
+
+    monkeypatch.setattr(ex, "_kind", counting)
+    turns = [m for i in range(400) for m in (u(f"step {i}: rename `f{i}` please"), a(f"Renamed `f{i}`. Done."),
+                                             u("ok"))]
+    s = sess(*turns)
+    summarise_extractive(s, [], derive_facts(s))
+    assert calls <= 12 * len(turns)  # a few passes per message, never one per earlier message
+
+
 def test_open_items_from_next_steps_english_and_chinese() -> None:
     s = sess(u("migrate the db"), a("Migrated the schema.\n\nNext steps:\n- backfill `users.email`\n- drop the old table\n\nBye."))
     assert open_items(s) == ["backfill `users.email`", "drop the old table"]

@@ -111,6 +111,25 @@ def test_codex_apply_patch_headers() -> None:
     ]
 
 
+def test_apply_patch_text_in_the_result_body_or_only_a_path() -> None:
+    # SpecStory exports carry the patch in the block body (the tool row), not in the arguments.
+    body = "```diff\n*** Begin Patch\n*** Add File: /u/proj/DESIGN.md\n+# x\n*** Delete File: c:\\p\\tmp.yml\n*** End Patch\n```"
+    assert touches(
+        call("p", "apply_patch", {"summary": "Apply patch for undefined", "path": "/u/proj/DESIGN.md"}),
+        result("p", body),
+        call("q", "apply_patch", {"path": "c:\\p\\pom.xml", "explanation": "bump java"}),
+        result("q", "**Input:**\n\n- explanation: `bump java`"),
+    ) == [("/u/proj/DESIGN.md", "created"), ("c:\\p\\tmp.yml", "deleted"), ("c:\\p\\pom.xml", "modified")]
+
+
+def test_shell_write_the_sandbox_refused_touches_nothing() -> None:
+    out = ("Process exited with code 0\nOutput:\nzsh:11: operation not permitted: /home/ana/.superstack/t.jsonl\n")
+    assert touches(
+        call("1", "exec_command", {"cmd": "echo x >> ~/.superstack/t.jsonl 2>/dev/null || true; echo y > ok.txt"}),
+        result("1", out),
+    ) == [("ok.txt", "created")]
+
+
 def test_codex_shell_with_argv_and_workdir() -> None:
     got = derive_facts(session(
         call("x", "shell", {"command": ["bash", "-lc", "rm -f build.log && echo ok > status.txt"], "workdir": f"{CWD}/sub"}),
@@ -220,6 +239,92 @@ def test_long_commands_are_trimmed() -> None:
     cmd = "echo " + "a" * 400
     (got,) = derive_facts(session(call("1", "terminal", {"command": cmd}), result("1", {"exit_code": 0}))).commands
     assert len(got) == 300 and got.startswith("echo aaa")
+
+
+# --------------------------------------------------------------------------- edits shown only as prose
+
+
+def edited(*messages: Message, source: str = "specstory") -> list[str]:
+    s = Session(id="s1", source=source, messages=messages)
+    return [t.path for t in derive_facts(s).files if t.action != "read"]
+
+
+def u(text: str) -> Message:
+    return Message(role="user", content=text)
+
+
+def a(text: str) -> Message:
+    return Message(role="assistant", content=text)
+
+
+DIFF = "```diff\n  keep\n- old\n+ new\n```"
+
+
+def test_path_tagged_fence_is_an_edit_but_a_line_citation_is_not() -> None:
+    reply = ("现在修改`common/pom.xml`，移除插件：\n\n```xml:common/pom.xml\n<project/>\n```\n\n"
+             "看这里：\n```12:20:src/app.py\nx = 1\n```\n\n```text:output\nok\n```\n\n```properties:admin/app.properties\nurl=jdbc:mysql://")
+    assert edited(u("mvn fails"), a(reply)) == ["common/pom.xml", "admin/app.properties"]  # cut-off fence counts
+
+
+def test_bare_diff_named_by_the_lead_in_and_resolved_against_reads() -> None:
+    msgs = (
+        u("login fails"),
+        call("r1", "read_file", {"path": "portal/src/pages/login.vue"}), result("r1", ""),
+        call("r2", "read_file", {"path": "portal/src/utils/request.ts"}), result("r2", ""),
+        a(f"让我修改login.vue文件，使参数格式匹配：\n\n{DIFF}\n\n现在我还需要修改request.ts中的跨域配置：\n\n{DIFF}\n\n"
+          f"最后，检查一下服务调用函数：\n\n{DIFF}\n\n我们将修改环境配置文件：\n\n{DIFF}"),
+    )
+    assert edited(*msgs) == ["portal/src/pages/login.vue", "portal/src/utils/request.ts"]
+
+
+def test_advice_and_plain_code_are_not_edits() -> None:
+    reply = (f"你可以这样修改 `a.ts`：\n\n{DIFF}\n\nYou could change `b.py` like this:\n\n{DIFF}\n\n"
+             "Update `c.py`:\n\n```python\nprint(1)\n```")
+    assert edited(u("how would I fix it?"), a(reply)) == []
+
+
+def test_diff_after_a_diff_continues_the_file_and_header_names_it() -> None:
+    reply = (f"我将编辑 `Layout.vue` 文件：\n\n{DIFF}\n\n{DIFF}\n\nNow the config:\n\n"
+             "```diff\n--- a/conf/app.toml\n+++ b/conf/app.toml\n@@\n-a\n+b\n```")
+    assert edited(u("theme"), a(reply)) == ["Layout.vue", "conf/app.toml"]
+
+
+def test_diffs_named_by_the_claim_after_them() -> None:
+    reply = f"{DIFF}\n\n{DIFF}\n\n已完成对 `Dispatcher.kt` 的 pushTask 方法重构。"
+    assert edited(u("你直接帮我修改文件"), a(reply)) == ["Dispatcher.kt"]
+    assert edited(u("x"), a(f"{DIFF}\n\nThis would touch `Dispatcher.kt`.")) == []  # no claim that it was done
+
+
+def test_unnamed_diffs_pair_with_files_read_this_turn_only_when_counts_agree() -> None:
+    reads = [m for i, f in enumerate(("public/a.svg", "public/b.svg")) for m in
+             (call(f"r{i}", "read_file", {"path": f}), result(f"r{i}", ""))]
+    assert edited(u("fix the icons"), *reads, a(f"让我修改这些SVG文件：\n\n{DIFF}\n\n{DIFF}")) == [
+        "public/a.svg", "public/b.svg"]
+    assert edited(u("fix the icons"), *reads, a(f"让我修改这些SVG文件：\n\n{DIFF}")) == []
+    # reads from an earlier turn do not count
+    assert edited(u("look"), *reads, a("ok"), u("fix"), a(f"Fixing them:\n\n{DIFF}\n\n{DIFF}")) == []
+
+
+def test_prose_edits_only_for_exports_without_edit_tool_calls() -> None:
+    reply = a(f"Let me update `app.py`:\n\n{DIFF}")
+    assert edited(u("x"), reply) == ["app.py"]
+    assert edited(u("x"), reply, source="claude-code") == []
+    assert edited(u("x"), reply, call("w", "Write", {"file_path": "b.py"}), result("w", "File created")) == ["b.py"]
+
+
+def test_real_specstory_exports() -> None:
+    from pipeline.sources import read_sessions
+
+    def out(rel: str) -> list[str]:
+        return derive_facts(next(read_sessions(FIXTURES / "transcripts" / rel))).output_files
+
+    assert out("specstory/skillz-combine-design-docs.md") == ["/Users/kevinlin/code/skillz/DESIGN-combined.md"]
+    assert "c:\\Users\\agntd\\Documents\\GitHub\\bing-wallpaper\\pom.xml" in out(
+        "specstory/bing-wallpaper-copilot-java21-upgrade.md")
+    assert out("specstory/health-backend-maven-missing-module-zh.md") == [
+        "common/pom.xml", "admin/src/main/resources/application.properties"]
+    assert out("specstory/download-manager-analysis-doc-writing-zh.md") == ["DownloadQueueDispatcher.kt"]
+    assert out("specstory/shadcn-admin-feature-help-zh.md") == []  # v0 with plain code blocks only
 
 
 # --------------------------------------------------------------------------- usage and counts

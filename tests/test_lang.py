@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.lang import detect_language, guess_language
+from pipeline.lang import detect_language, guess_language, session_language
 
 
 @pytest.mark.parametrize(
@@ -48,3 +48,30 @@ def test_no_prose_gives_default() -> None:
 def test_deterministic_across_calls() -> None:
     texts = ["修复一下", "fix it"] * 3
     assert {detect_language(texts) for _ in range(5)} == {"zh"}
+
+
+MAVEN = """C:\\Users\\86182\\Desktop\\上班\\嘉兴医院\\health-backend>mvn clean install
+[INFO] Scanning for projects...
+[ERROR] Failed to execute goal org.springframework.boot:spring-boot-maven-plugin:3.3.3:repackage (repackage) on project common: Unable to find mai
+n class -> [Help 1]
+[ERROR] To see the full stack trace of the errors, re-run Maven with the -e switch.
+Caused by: org.springframework.beans.factory.BeanCreationException: Error creating bean with name 'dataSource'
+        at org.springframework.beans.factory.support.ConstructorResolver.instantiate(ConstructorResolver.java:648)
+        ... 17 more"""
+
+
+def test_pasted_logs_and_windows_paths_are_not_prose() -> None:
+    assert guess_language([MAVEN]) is None  # wrapped fragments ("n class -> [Help 1]") go with their block
+    assert detect_language([f"构建又失败了，帮我看看\n\n{MAVEN}"]) == "zh"
+    assert detect_language(["Error handling in `load()` is wrong, please fix it"]) == "en"  # prose, not a log line
+
+
+def test_session_language_asks_the_assistant_when_user_prose_is_scarce() -> None:
+    replies = ["我看到问题了。Maven构建失败是因为在根目录的`pom.xml`文件中声明了一个不存在的模块`web`。",
+               "`common`模块应该是一个库模块，不需要主类，所以要跳过Spring Boot Maven插件。"]
+    assert session_language([MAVEN, MAVEN], replies) == "zh"
+    assert session_language(["init"], ["Which stack do you want, and should I create the initial commit?"]) == "en"
+    # enough user prose decides on its own, whatever the assistant writes
+    ask = "Por que os testes não funcionam depois do merge? Você pode corrigir isso e fazer o commit"
+    assert session_language([ask], replies * 5) == "pt"
+    assert session_language([], [], default="de") == "de"
