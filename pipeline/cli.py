@@ -19,7 +19,7 @@ import sys
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -95,10 +95,23 @@ def distill(
         typer.Option("--exclude-source", help=f"Skip these sources (default: {', '.join(DEFAULT_EXCLUDED_SOURCES)})."),
     ] = None,
     summarizer: Annotated[str, typer.Option(help="auto, extractive or llm.")] = "auto",
+    model: Annotated[
+        str | None, typer.Option(help="Any litellm model, e.g. openrouter/google/gemini-2.5-flash (else DISTILL_MODEL, "
+                                      "distill.yaml, your Hermes config, the embedded model).")
+    ] = None,
+    api_base: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
+    local_model: Annotated[Path | None, typer.Option(help="A GGUF to serve with llama.cpp instead.")] = None,
+    lang: Annotated[str | None, typer.Option(help="Write summaries in this language (default: the session's).")] = None,
+    max_cost: Annotated[float | None, typer.Option(help="Stop calling the model before this many USD.")] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Stop calling the model before this many tokens.")] = None,
+    promote_skill: Annotated[
+        bool, typer.Option("--promote-skill", help="Also draft a SKILL.md from the named session(s) for review.")
+    ] = False,
     jobs: Annotated[
         int | None,
         typer.Option("--jobs", "-j", min=1, show_default=False,
-                     help="Worker processes for the extractive summariser (default: min(CPUs, 4)); e.g. --jobs 1."),
+                     help="Sessions in parallel: worker processes for extractive (default min(CPUs, 4)), "
+                          "concurrent model calls for LLM summaries; e.g. --jobs 8."),
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be written; write nothing.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Re-render even when nothing changed.")] = False,
@@ -110,7 +123,9 @@ def distill(
         report = _run(
             sessions=sessions or [], from_=from_, db=db, profile=profile, out=out, demo=demo, all_=all_, since=since,
             idle=idle, source=source or [], exclude_source=exclude_source, summarizer=summarizer,
-            jobs=jobs, dry_run=dry_run, force=force, quiet=quiet or json_,
+            jobs=jobs, dry_run=dry_run, force=force, quiet=quiet or json_, promote_skill=promote_skill,
+            model_opts={"model": model, "api_base": api_base, "local_model": local_model, "lang": lang,
+                        "max_cost": max_cost, "max_tokens": max_tokens},
         )
     except DistillError as exc:
         if debug:
@@ -127,7 +142,7 @@ def distill(
 def _run(
     *, sessions: list[str], from_: str | None, db: Path | None, profile: str | None, out: Path | None, demo: bool, all_: bool,
     since: str | None, idle: str | None, source: list[str], exclude_source: list[str] | None, summarizer: str,
-    jobs: int | None, dry_run: bool, force: bool, quiet: bool,
+    jobs: int | None, dry_run: bool, force: bool, quiet: bool, promote_skill: bool, model_opts: dict[str, Any],
 ) -> RunReport:
     from pipeline.run import run
 
@@ -151,13 +166,22 @@ def _run(
         since=parse_when(since) if since else None, idle=parse_age(idle) if idle else None,
         include_sources=source,
         exclude_sources=list(DEFAULT_EXCLUDED_SOURCES if exclude_source is None else exclude_source),
-        dry_run=dry_run, force=force, summarizer=summarizer, jobs=jobs or 0,
+        dry_run=dry_run, force=force, summarizer=summarizer, jobs=jobs or 0, **model_opts,
     )
+    if promote_skill and not settings.sessions:
+        raise InputError("--promote-skill: name the session(s) to promote, e.g. distill ID --promote-skill")
     if settings.out.exists() and not settings.out.is_dir():
         raise InputError(f"--out {settings.out}: exists and is not a directory")
     progress = None if quiet else _progress
     on_result = None if quiet else _echo_result
-    return run(settings, progress=progress, on_result=on_result)
+    report = run(settings, progress=progress, on_result=on_result)
+    if promote_skill and not settings.dry_run:
+        from pipeline.promote import promote_session
+
+        for ref in settings.sessions:
+            path = promote_session(ref, settings)
+            report.notices.append(f"skill drafted for review: {path} (distill skills pending / approve)")
+    return report
 
 
 def _progress(total: int) -> Iterable[int]:

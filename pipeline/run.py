@@ -16,6 +16,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -120,6 +121,47 @@ class Draft:
     problems: tuple[str, ...] = ()
 
 
+@dataclass
+class Prepared:
+    """A session ready for its summariser: redacted, chunked, hashed, with its facts."""
+
+    session: Session
+    chunks: list[Chunk]
+    facts: Facts
+    digest: str
+
+
+def prepare(
+    session: Session, *, chunk_tokens: int, summariser_id: str, is_current: Callable[[str], bool] | None
+) -> Prepared | Draft:
+    """redact → chunk → facts; a ``Draft`` instead when there is nothing (new) to summarise.
+
+    ``is_current(digest)`` (``None`` under ``--force``) short-cuts a session whose note was already
+    made from the same inputs, before the costly half runs.
+    """
+    from pipeline.facts import derive_facts
+    from pipeline.redact import redact_session
+
+    session = redact_session(session)
+    chunks = chunk_session(session, budget=chunk_tokens)
+    if not chunks:
+        return Draft(session.id, "skipped", problems=(*session.problems, "empty session: no messages to distill"))
+    digest = content_hash(session, chunks, summariser_id)
+    if is_current is not None and is_current(digest):
+        return Draft(session.id, "current", digest=digest)
+    return Prepared(session, chunks, derive_facts(session, chunks), digest)
+
+
+def finish(prep: Prepared, summary: SessionSummary, *, distilled_at: datetime,
+           link_for: Callable[[str], str]) -> Draft:
+    """render: the summarised session → its note (not yet written)."""
+    from pipeline.render import render_note
+
+    note = render_note(prep.session, summary, prep.facts, content_hash=prep.digest, distilled_at=distilled_at,
+                       link_for=link_for)
+    return Draft(prep.session.id, "note", digest=prep.digest, note=note, problems=prep.session.problems)
+
+
 def draft_note(
     session: Session,
     *,
@@ -130,26 +172,12 @@ def draft_note(
     link_for: Callable[[str], str],
     is_current: Callable[[str], bool] | None,
 ) -> Draft:
-    """redact → chunk → facts → summarise → render. Pure but for ``link_for``/``is_current``.
-
-    ``is_current(digest)`` (``None`` under ``--force``) short-cuts a session whose note was already
-    made from the same inputs, before the costly half runs.
-    """
-    from pipeline.facts import derive_facts
-    from pipeline.redact import redact_session
-    from pipeline.render import render_note
-
-    session = redact_session(session)
-    chunks = chunk_session(session, budget=chunk_tokens)
-    if not chunks:
-        return Draft(session.id, "skipped", problems=(*session.problems, "empty session: no messages to distill"))
-    digest = content_hash(session, chunks, summariser_id)
-    if is_current is not None and is_current(digest):
-        return Draft(session.id, "current", digest=digest)
-    facts = derive_facts(session, chunks)
-    summary = summarise(session, chunks, facts)
-    note = render_note(session, summary, facts, content_hash=digest, distilled_at=distilled_at, link_for=link_for)
-    return Draft(session.id, "note", digest=digest, note=note, problems=session.problems)
+    """redact → chunk → facts → summarise → render. Pure but for ``link_for``/``is_current``."""
+    prep = prepare(session, chunk_tokens=chunk_tokens, summariser_id=summariser_id, is_current=is_current)
+    if isinstance(prep, Draft):
+        return prep
+    summary = summarise(prep.session, prep.chunks, prep.facts)
+    return finish(prep, summary, distilled_at=distilled_at, link_for=link_for)
 
 
 def commit(draft: Draft, *, settings: Settings, store: object) -> SessionResult:
@@ -193,58 +221,64 @@ def run(
     progress: Callable[[int], Iterable[int]] | None = None,
     on_result: Callable[[SessionResult], None] | None = None,
 ) -> RunReport:
-    """Distil the sessions ``settings`` selects from ``settings.db`` into ``settings.out``."""
+    """Distil the sessions ``settings`` selects into ``settings.out``.
+
+    With no ``summarise`` given, the summariser follows ``settings.summarizer``: a model when one
+    is configured or embedded (see ``pipeline.llmrun``), else the extractive summariser.
+    """
     from pipeline.extractive import summarise_extractive
+    from pipeline.llmrun import llm_for, windowed
     from pipeline.write import NoteStore
 
     started = time.perf_counter()
-    builtin = summarise is None
-    summarise = summarise or summarise_extractive
     report = RunReport(db=None if settings.inputs else str(settings.db), out=str(settings.out),
                        summarizer=summariser_id, dry_run=settings.dry_run)
+    llm = llm_for(settings, report) if summarise is None else None
+    builtin = summarise is None and llm is None
+    summarise = summarise or summarise_extractive
+    if llm is not None:
+        summariser_id = report.summarizer = llm.summariser_id
     now = datetime.now(UTC)
-
-    def record(result: SessionResult) -> None:
-        report.add(result)
-        if on_result:
-            on_result(result)
-
-    if settings.inputs:
-        sessions = [s for path in settings.inputs for s in _file_sessions(path, settings, report.notices)]
-        report.selected = len(sessions)
+    with ExitStack() as stack:
+        if llm is not None:
+            stack.enter_context(llm)
+        db = None if settings.inputs else stack.enter_context(HermesDB(settings.db))
+        if db is None:
+            sessions = [s for path in settings.inputs for s in _file_sessions(path, settings, report.notices)]
+            ids = [s.id for s in sessions]
+        else:
+            ids = select_sessions(db, settings, notices=report.notices)
+        report.selected = len(ids)
         # A dry run must not even create the output directory; the index is saved once at the end.
         store = NoteStore(settings.out, create=not settings.dry_run, autosave=False)
-        for i in _iterate_n(len(sessions), progress):
-            record(_guarded(sessions[i].id, partial(
-                distill_session, sessions[i], settings=settings, store=store, summarise=summarise,
-                summariser_id=summariser_id, distilled_at=now)))
-    else:
-        with HermesDB(settings.db) as db:
-            ids = select_sessions(db, settings, notices=report.notices)
-            report.selected = len(ids)
-            store = NoteStore(settings.out, create=not settings.dry_run, autosave=False)
-            seen = _Fingerprints(settings.out)
-            steps = _iterate_n(len(ids), progress)
-            jobs = _worker_count(settings, builtin=builtin, sessions=len(ids))
-            distil = partial(distill_session, settings=settings, store=store, summarise=summarise,
-                             summariser_id=summariser_id, distilled_at=now)
+        seen = _Fingerprints(settings.out)
+        steps = _iterate_n(len(ids), progress)
+        distil = partial(distill_session, settings=settings, store=store, summarise=summarise,
+                         summariser_id=summariser_id, distilled_at=now)
+        if db is None:
+            load: Callable[[str], Loaded] = {s.id: (None, s) for s in sessions}.__getitem__
+        else:
             load = partial(_load, db, settings=settings, store=store, seen=seen, summariser_id=summariser_id)
-            results = (
-                _serial(ids, steps, load, distil) if jobs <= 1
-                else _pooled(ids, steps, load, distil, jobs, settings=settings, store=store,
-                             summariser_id=summariser_id, distilled_at=now)
-            )
-            for sid, fp, result in results:
-                if fp is not None and result.status in ("written", "unchanged"):
-                    seen.set(sid, fp, summariser_id)
-                record(result)
-            if not settings.dry_run:
-                # The index first: saving it makes the notes' renames durable (see NoteStore.sync),
-                # and a fingerprint must never be on disk before the note it vouches for.
-                store.save_index()
-                seen.save()
-    if not settings.dry_run:
-        store.save_index()
+        jobs = _worker_count(settings, builtin=builtin, sessions=len(ids))
+        if llm is not None:
+            results = windowed(((ids[i], *load(ids[i])) for i in steps), llm, settings=settings, store=store,
+                               distilled_at=now, guarded=_guarded)
+        elif jobs > 1:
+            results = _pooled(ids, steps, load, distil, jobs, settings=settings, store=store,
+                              summariser_id=summariser_id, distilled_at=now)
+        else:
+            results = _serial(ids, steps, load, distil)
+        for sid, fp, result in results:
+            if fp is not None and result.status in ("written", "unchanged"):
+                seen.set(sid, fp, summariser_id)
+            report.add(result)
+            if on_result:
+                on_result(result)
+        if not settings.dry_run:
+            # The index first: saving it makes the notes' renames durable (see NoteStore.sync),
+            # and a fingerprint must never be on disk before the note it vouches for.
+            store.save_index()
+            seen.save()
     report.elapsed_s = round(time.perf_counter() - started, 3)
     return report
 

@@ -2,14 +2,14 @@
 
 Pipeline per session:
 
-1. **Shape** each (already redacted) chunk into a transcript: tool results cut head+tail with a
-   marker, reasoning left out, images as a marker, carriers skipped (their text arrives as the
-   chunk's ``checkpoint``). Session text is fenced as ``<session_data>`` and the prompt says
-   instructions inside it are data.
+1. **Shape** each (already redacted) chunk into a transcript (``pipeline/shaping.py``): tool
+   results cut head+tail with a marker, reasoning left out, images as a marker, carriers skipped
+   (their text arrives as the chunk's ``checkpoint``). Session text is fenced as
+   ``<session_data>`` and the prompt says instructions inside it are data.
 2. **Map**: one instructor call per chunk, bounded by ``--jobs``. Candidate decisions found
    deterministically (``extractive.decision_candidates``) go in, so the model selects and explains
-   instead of inventing. Validators reject empty and echo-the-prompt answers; instructor re-asks
-   with the error text.
+   instead of inventing. The response schemas and their validators (``pipeline/summary_schema.py``)
+   reject empty and echo-the-prompt answers; instructor re-asks with the error text.
 3. **Reduce**: one call merges the chunk summaries into goal, title, key decisions, open items,
    tags and projects.
 4. **Ground**: deterministic ``Facts`` are the authority. A file the model names that appears
@@ -24,11 +24,10 @@ that session and is reported; a budget stop does the same for all remaining sess
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel
 
 from pipeline.cache import SummaryCache, cache_key, canonical_json, schema_hash
 from pipeline.config import Settings
@@ -36,175 +35,13 @@ from pipeline.llm import BudgetExceeded, LLMClient
 from pipeline.models import Chunk, Decision, Facts, Message, Phase, RunReport, Session, SessionSummary
 from pipeline.prompts import load_prompt
 from pipeline.redact import redact_chunk, redact_session
+from pipeline.shaping import defence, defence_obj, grounding_text, shape_transcript
+from pipeline.summary_schema import SCHEMA_VERSION, ChunkSummary, DecisionOut, FileOut, ReduceSummary
 
-# --------------------------------------------------------------------------- schemas (the contract)
-
-_PLACEHOLDERS = {
-    "",
-    "string",
-    "...",
-    "…",
-    "n/a",
-    "na",
-    "none",
-    "null",
-    "todo",
-    "tbd",
-    "unknown",
-    "-",
-    "example",
-}
-#: Phrases from our own prompts; an answer containing one is echoing the instructions.
-_ECHO = (
-    "<session_data>",
-    "</session_data>",
-    "<parts_data>",
-    "session_data",
-    "one or two sentences on what",
-    "never follow instructions",
-    "judged from the transcript's end",
-    "leave a list empty",
-    "write every text field in",
-    "is a record to summarise",
-)
-
-
-def _text(v: str, what: str) -> str:
-    v = (v or "").strip()
-    if v.lower().strip(" .") in _PLACEHOLDERS:
-        raise ValueError(f"{what} must describe the session in your own words; it was empty or a placeholder")
-    low = v.lower()
-    if any(p in low for p in _ECHO):
-        raise ValueError(f"{what} repeats the instructions; describe what happened in the session instead")
-    return v
-
-
-def _clean_list(v: Any, limit: int) -> Any:
-    """Drop empty/placeholder strings and cut to ``limit`` before validation (no re-ask for that)."""
-    if not isinstance(v, list):
-        return v
-    out = [x for x in v if not (isinstance(x, str) and x.strip().lower().strip(" .") in _PLACEHOLDERS)]
-    return out[:limit]
-
-
-class DecisionOut(BaseModel):
-    """A choice made in the session."""
-
-    choice: str = Field(
-        description="What was decided, with file names, commands and identifiers copied verbatim."
-    )
-    rationale: str = Field("", description="Why it was chosen, as stated in the session.")
-    rejected: list[str] = Field(
-        default_factory=list, max_length=3, description="Alternatives considered and not taken."
-    )
-
-    @field_validator("choice")
-    @classmethod
-    def _choice(cls, v: str) -> str:
-        return _text(v, "decision.choice")
-
-    @field_validator("rejected", mode="before")
-    @classmethod
-    def _rejected(cls, v: Any) -> Any:
-        return _clean_list(v, 3)
-
-
-class FileOut(BaseModel):
-    path: str = Field(description="The file path exactly as it appears in the session.")
-    action: Literal["created", "modified", "deleted", "moved", "read"]
-
-
-class ErrorFix(BaseModel):
-    error: str = Field(description="The error as reported (short).")
-    fix: str = Field("", description="How it was fixed; empty if it was not.")
-
-
-class ChunkSummary(BaseModel):
-    """What happened in one part of a coding-agent session."""
-
-    phase_title: str = Field(description="A short title for this part, under 10 words.")
-    asked: list[str] = Field(default_factory=list, max_length=4, description="What the user asked for.")
-    done: str = Field(description="One or two sentences: what was actually done.")
-    files: list[FileOut] = Field(
-        default_factory=list, max_length=10, description="Files touched, with the action."
-    )
-    decisions: list[DecisionOut] = Field(default_factory=list, max_length=5)
-    errors: list[ErrorFix] = Field(default_factory=list, max_length=4)
-    outcome: Literal["done", "partial", "failed", "abandoned"]
-    open_items: list[str] = Field(
-        default_factory=list, max_length=4, description="Unfinished work or follow-ups."
-    )
-
-    @field_validator("phase_title")
-    @classmethod
-    def _title(cls, v: str) -> str:
-        return _text(v, "phase_title")
-
-    @field_validator("done")
-    @classmethod
-    def _done(cls, v: str) -> str:
-        return _text(v, "done")
-
-    @field_validator("asked", "open_items", mode="before")
-    @classmethod
-    def _lists(cls, v: Any) -> Any:
-        return _clean_list(v, 4)
-
-    @field_validator("files", mode="before")
-    @classmethod
-    def _files(cls, v: Any) -> Any:
-        return _clean_list(v, 10)
-
-    @field_validator("decisions", mode="before")
-    @classmethod
-    def _decisions(cls, v: Any) -> Any:
-        return _clean_list(v, 5)
-
-    @field_validator("errors", mode="before")
-    @classmethod
-    def _errors(cls, v: Any) -> Any:
-        return _clean_list(v, 4)
-
-
-class ReduceSummary(BaseModel):
-    """An overview of a whole coding-agent session."""
-
-    title: str = Field(description="A short title for the session, under 10 words.")
-    goal: str = Field(description="One sentence: what the user wanted from the session.")
-    decisions: list[DecisionOut] = Field(default_factory=list, max_length=6, description="The key decisions.")
-    open_items: list[str] = Field(default_factory=list, max_length=6, description="What is still unfinished.")
-    tags: list[str] = Field(default_factory=list, max_length=6, description="Lowercase topic keywords.")
-    projects: list[str] = Field(
-        default_factory=list, max_length=3, description="Project or repository names."
-    )
-
-    @field_validator("title")
-    @classmethod
-    def _title(cls, v: str) -> str:
-        return _text(v, "title")
-
-    @field_validator("goal")
-    @classmethod
-    def _goal(cls, v: str) -> str:
-        return _text(v, "goal")
-
-    @field_validator("open_items", "tags", "decisions", mode="before")
-    @classmethod
-    def _lists(cls, v: Any) -> Any:
-        return _clean_list(v, 6)
-
-    @field_validator("projects", mode="before")
-    @classmethod
-    def _projects(cls, v: Any) -> Any:
-        return _clean_list(v, 3)
-
-
-SCHEMA_VERSION = 1
 CHUNK_MAX_TOKENS = 1024
 REDUCE_MAX_TOKENS = 768
 
-# --------------------------------------------------------------------------- input shaping
-
+#: Language codes → the name the prompt asks the model to write in.
 LANGUAGES = {
     "en": "English",
     "zh": "Chinese (简体中文)",
@@ -221,71 +58,6 @@ LANGUAGES = {
     "pl": "Polish",
     "tr": "Turkish",
 }
-
-TOOL_HEAD, TOOL_TAIL = 700, 300
-TEXT_HEAD, TEXT_TAIL = 3000, 1000
-ARGS_LIMIT = 500
-_FENCES = ("session_data", "checkpoint_data", "parts_data")
-
-
-def _defence(text: str) -> str:
-    """Keep session text from closing (or opening) our data fences."""
-    for tag in _FENCES:
-        text = text.replace(f"<{tag}>", f"<{tag.replace('_', '-')}>").replace(
-            f"</{tag}>", f"</{tag.replace('_', '-')}>"
-        )
-    return text
-
-
-def truncate(text: str, head: int, tail: int) -> str:
-    """Head and tail of ``text`` with a marker saying how much was cut."""
-    if len(text) <= head + tail + 40:
-        return text
-    cut = len(text) - head - tail
-    return f"{text[:head]}\n[… {cut:,} chars omitted …]\n{text[-tail:]}"
-
-
-def _args(arguments: dict[str, Any] | str) -> str:
-    raw = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-    return truncate(raw, ARGS_LIMIT * 2 // 3, ARGS_LIMIT // 3)
-
-
-def render_message(m: Message) -> str | None:
-    if m.is_carrier:
-        return None  # its text is the chunk checkpoint
-    ident = f"#{m.row_id}" if m.row_id is not None else ""
-    content = m.content or ""
-    if m.images and "[image" not in content:
-        content = (content + f" [image ×{m.images}]").strip()
-    if m.role == "tool":
-        head = f"[tool{ident} {m.tool_name or ''}]".replace(" ]", "]")
-        return f"{head} {truncate(content, TOOL_HEAD, TOOL_TAIL)}"
-    lines = (
-        [f"[{m.role}{ident}] {truncate(content, TEXT_HEAD, TEXT_TAIL)}".rstrip()]
-        if content or not m.tool_calls
-        else [f"[{m.role}{ident}]"]
-    )
-    lines += [f"  → {c.name}({_args(c.arguments)})" for c in m.tool_calls]
-    return "\n".join(lines)
-
-
-def shape_transcript(chunk: Chunk) -> str:
-    """The chunk as plain text for the model. Reasoning is never included."""
-    return _defence("\n".join(t for m in chunk.messages if (t := render_message(m))))
-
-
-def _haystack(session: Session, chunks: Sequence[Chunk]) -> str:
-    """Everything the session said or did, for grounding (lowercased)."""
-    parts: list[str] = []
-    for m in session.messages:
-        parts.append(m.content or "")
-        parts.append(m.carrier_summary or "")
-        for c in m.tool_calls:
-            parts.append(
-                c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments, ensure_ascii=False)
-            )
-    parts.extend(c.checkpoint or "" for c in chunks)
-    return "\n".join(parts).lower()
 
 
 # --------------------------------------------------------------------------- extractive helpers (lazy)
@@ -464,7 +236,7 @@ async def _summarise(
         label = f"generation {c.generation}" + (f", part {c.part + 1}" if c.part else "")
         system, user = chunk_prompt.render(
             transcript=shape_transcript(c),
-            checkpoint=_defence(c.checkpoint or ""),
+            checkpoint=defence(c.checkpoint or ""),
             candidates=_candidates(c.messages),
             language=language,
             part_label=label,
@@ -479,13 +251,13 @@ async def _summarise(
     hits = sum(1 for r in results if r[1])
 
     end_state = _end_state(session, facts)
-    haystack = _haystack(session, chunks)
+    haystack = grounding_text(session, chunks)
     kept, dropped = ground_files([f for p in parts for f in p.files], facts, haystack)
     output_files = _output_files(facts, kept)
 
     system, user = reduce_prompt.render(
-        parts=[_defence_obj(p.model_dump()) for p in parts],
-        title=_defence(session.title or ""),
+        parts=[defence_obj(p.model_dump()) for p in parts],
+        title=defence(session.title or ""),
         language=language,
         output_files=output_files[:30],
         end_state=end_state,
@@ -523,16 +295,6 @@ async def _summarise(
         summarizer=client.model,
     )
     return summary, hits, len(dropped)
-
-
-def _defence_obj(obj: Any) -> Any:
-    if isinstance(obj, str):
-        return _defence(obj)
-    if isinstance(obj, dict):
-        return {k: _defence_obj(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_defence_obj(v) for v in obj]
-    return obj
 
 
 def summarise_llm(

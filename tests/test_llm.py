@@ -10,15 +10,8 @@ import pytest
 from tenacity import wait_none
 
 from pipeline.config import build_settings
-from pipeline.llm import (
-    NO_KEY,
-    BudgetExceeded,
-    LLMClient,
-    ModelChoice,
-    is_retryable,
-    open_client,
-    resolve_model,
-)
+from pipeline.llm import BudgetExceeded, LLMClient, is_retryable, open_client
+from pipeline.model_choice import NO_KEY, ModelChoice, resolve_model
 from pipeline.models import RunReport
 
 # --------------------------------------------------------------------------- model resolution

