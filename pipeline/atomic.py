@@ -29,22 +29,27 @@ def _file_mode() -> int:
     return 0o666 & ~mask
 
 
-def atomic_write_text(path: Path, text: str, *, sync_dir: bool = True) -> None:
-    """Temp file in the same directory, fsync, ``os.replace``; the temp never outlives a failure."""
+def atomic_write_text(path: Path, text: str, *, sync_dir: bool = True, durable: bool = True) -> None:
+    """Temp file in the same directory, fsync, ``os.replace``; the temp never outlives a failure.
+
+    ``durable=False`` skips the fsyncs for derived data that a re-run recreates (caches, sidecars):
+    the rename still makes the write all-or-nothing, only a power cut may lose it.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(text.encode("utf-8"))
-            fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
         os.chmod(tmp, _file_mode())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    if sync_dir:
+    if sync_dir and durable:
         fsync_dirs([path.parent])
 
 

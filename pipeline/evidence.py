@@ -164,7 +164,8 @@ def save_evidence(out: Path, evidence: Evidence) -> Path:
     from pipeline.atomic import atomic_write_text
 
     path = _sidecar_path(out, evidence.session_id)
-    atomic_write_text(path, evidence.model_dump_json(indent=1))
+    # Derived from state.db and rewritten by the next run, so not worth an fsync per session.
+    atomic_write_text(path, evidence.model_dump_json(indent=1), durable=False)
     return path
 
 

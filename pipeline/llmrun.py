@@ -23,7 +23,7 @@ from typing import Any
 from pipeline.config import Settings
 from pipeline.errors import InputError
 from pipeline.models import RunReport, Session, SessionResult, SessionSummary
-from pipeline.run import Draft, Prepared, commit, finish, prepare
+from pipeline.run import Draft, Prepared, commit, finish, prepare, skills_lookup
 
 Item = tuple[str, str | None, Session | SessionResult]
 Outcome = tuple[str, str | None, SessionResult]
@@ -115,6 +115,7 @@ def windowed(
 ) -> Iterator[Outcome]:
     """Prepare sessions, summarise them ``llm.jobs`` at a time, write each; results in input order."""
     window: list[tuple[str, str | None, Prepared | Draft | SessionResult]] = []
+    skills_for = skills_lookup(settings)
 
     def flush() -> Iterator[Outcome]:
         preps = [p for _, _, p in window if isinstance(p, Prepared)]
@@ -131,7 +132,7 @@ def windowed(
                 if isinstance(summary, Exception):
                     yield sid, fp, guarded(sid, partial(_raise, summary))
                     continue
-                got = finish(got, summary, distilled_at=distilled_at, link_for=store.link_for)
+                got = finish(got, summary, distilled_at=distilled_at, link_for=store.link_for, skills_for=skills_for)
             yield sid, fp, guarded(sid, partial(commit, got, settings=settings, store=store))
         window.clear()
 

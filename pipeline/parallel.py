@@ -22,7 +22,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -64,6 +64,7 @@ class _Job:
     session: Session
     known_hash: str | None
     links: dict[str, str]
+    skills: tuple[str, ...]
     chunk_tokens: int
     summariser_id: str
     distilled_at: datetime
@@ -80,6 +81,7 @@ def _draft_extractive(job: _Job) -> Draft | SessionResult:
             summariser_id=job.summariser_id, distilled_at=job.distilled_at,
             link_for=lambda sid: job.links.get(sid) or default_link(sid),
             is_current=None if job.known_hash is None else job.known_hash.__eq__,
+            skills_for=lambda _sid: job.skills,
         )
     except DistillError as exc:
         return SessionResult(session_id=job.session.id, status="failed", error=str(exc))
@@ -138,6 +140,7 @@ class DraftPool:
     def submit(
         self, session: Session, tag: object, *, known_hash: str | None, link_for: Callable[[str], str],
         chunk_tokens: int, summariser_id: str, distilled_at: datetime,
+        skills_for: Callable[[str], Sequence[str]] = lambda _sid: (),
     ) -> Iterator[tuple[str, object, SessionResult]]:
         """Queue ``session``; yields what is finished, waiting only while the window is full."""
         related = frozenset(lineage_ids(session.lineage) - {session.id})
@@ -146,8 +149,8 @@ class DraftPool:
             yield from self._pop()
         item = _Item(session.id, tag, session=session, related=related)
         if self._executor is not None:
-            job = _Job(session, known_hash, {sid: link_for(sid) for sid in related}, chunk_tokens,
-                       summariser_id, distilled_at)
+            job = _Job(session, known_hash, {sid: link_for(sid) for sid in related}, tuple(skills_for(session.id)),
+                       chunk_tokens, summariser_id, distilled_at)
             try:
                 item.future = self._executor.submit(_draft_extractive, job)
             except BrokenProcessPool:

@@ -72,7 +72,7 @@ def section_labels(key: str) -> frozenset[str]:
 
 def generated_section_labels() -> frozenset[str]:
     """Every H2 label the template can emit, in any language, casefolded."""
-    keys = ("goal", "summary", "decisions", "output_files", "open_items", "lineage", "notes")
+    keys = ("goal", "summary", "decisions", "output_files", "open_items", "lineage", "skills", "notes")
     return frozenset().union(*(section_labels(k) for k in keys))
 
 
@@ -326,6 +326,7 @@ def render_note(
         output_files=output_files,
         open_items=list(summary.open_items),
         lineage=_unique_pairs(related),
+        skills=list(skills),
     )
     return Note(
         session_id=session.id,

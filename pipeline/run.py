@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -119,6 +119,8 @@ class Draft:
     digest: str | None = None
     note: Note | None = None
     problems: tuple[str, ...] = ()
+    #: the deterministic signals skill detection needs and a note does not carry (``pipeline.evidence``)
+    evidence: Any = None
 
 
 @dataclass
@@ -153,13 +155,17 @@ def prepare(
 
 
 def finish(prep: Prepared, summary: SessionSummary, *, distilled_at: datetime,
-           link_for: Callable[[str], str]) -> Draft:
-    """render: the summarised session → its note (not yet written)."""
+           link_for: Callable[[str], str], skills_for: Callable[[str], Sequence[str]] | None = None) -> Draft:
+    """render: the summarised session → its note (not yet written), plus its skill evidence."""
+    from pipeline.evidence import evidence_from_session
     from pipeline.render import render_note
 
+    skills = skills_for(prep.session.id) if skills_for else ()
     note = render_note(prep.session, summary, prep.facts, content_hash=prep.digest, distilled_at=distilled_at,
-                       link_for=link_for)
-    return Draft(prep.session.id, "note", digest=prep.digest, note=note, problems=prep.session.problems)
+                       link_for=link_for, skills=skills)
+    evidence = evidence_from_session(prep.session, summary, prep.facts, note_path=note.relpath)
+    return Draft(prep.session.id, "note", digest=prep.digest, note=note, problems=prep.session.problems,
+                 evidence=evidence)
 
 
 def draft_note(
@@ -171,13 +177,14 @@ def draft_note(
     distilled_at: datetime,
     link_for: Callable[[str], str],
     is_current: Callable[[str], bool] | None,
+    skills_for: Callable[[str], Sequence[str]] | None = None,
 ) -> Draft:
-    """redact → chunk → facts → summarise → render. Pure but for ``link_for``/``is_current``."""
+    """redact → chunk → facts → summarise → render. Pure but for the three lookups passed in."""
     prep = prepare(session, chunk_tokens=chunk_tokens, summariser_id=summariser_id, is_current=is_current)
     if isinstance(prep, Draft):
         return prep
     summary = summarise(prep.session, prep.chunks, prep.facts)
-    return finish(prep, summary, distilled_at=distilled_at, link_for=link_for)
+    return finish(prep, summary, distilled_at=distilled_at, link_for=link_for, skills_for=skills_for)
 
 
 def commit(draft: Draft, *, settings: Settings, store: object) -> SessionResult:
@@ -190,9 +197,24 @@ def commit(draft: Draft, *, settings: Settings, store: object) -> SessionResult:
                              path=str(settings.out / rel) if rel else None)
     assert draft.note is not None
     result: SessionResult = store.write(draft.note, force=settings.force, dry_run=settings.dry_run)  # type: ignore[attr-defined]
+    if draft.evidence is not None and not settings.dry_run:
+        from pipeline.evidence import save_evidence
+
+        save_evidence(settings.out, draft.evidence)
     if draft.problems:
         result = result.model_copy(update={"problems": draft.problems})
     return result
+
+
+def skills_lookup(settings: Settings) -> Callable[[str], Sequence[str]]:
+    """Session id → published skills it was evidence for (a note's ``skills:``), read once."""
+    from pipeline.skills import SkillStore
+
+    by_session: dict[str, list[str]] = {}
+    for name, record in SkillStore(settings.out, settings.home).published().items():
+        for sid in record.get("evidence", []):
+            by_session.setdefault(sid, []).append(name)
+    return lambda sid: sorted(by_session.get(sid, ()))
 
 
 def distill_session(
@@ -209,6 +231,7 @@ def distill_session(
         session, chunk_tokens=settings.chunk_tokens, summarise=summarise, summariser_id=summariser_id,
         distilled_at=distilled_at, link_for=store.link_for,  # type: ignore[attr-defined]
         is_current=None if settings.force else partial(store.unchanged, session.id),  # type: ignore[attr-defined]
+        skills_for=skills_lookup(settings),
     )
     return commit(draft, settings=settings, store=store)
 
@@ -346,6 +369,8 @@ def _pooled(
     """As ``_serial``, with redact → render in worker processes (see ``pipeline.parallel``)."""
     from pipeline.parallel import DraftPool
 
+    skills_for = skills_lookup(settings)
+
     def finish(item: Any, outcome: Draft | SessionResult | None) -> SessionResult:
         if isinstance(outcome, SessionResult):
             return outcome  # failed in the worker
@@ -365,6 +390,7 @@ def _pooled(
                 yield from pool.submit(
                     got, fp, known_hash=known, link_for=store.link_for,  # type: ignore[attr-defined]
                     chunk_tokens=settings.chunk_tokens, summariser_id=summariser_id, distilled_at=distilled_at,
+                    skills_for=skills_for,
                 )
             else:
                 yield from pool.add(ids[i], fp, got)

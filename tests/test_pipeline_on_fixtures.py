@@ -103,3 +103,20 @@ def test_corrupt_rows_are_reported_and_the_run_goes_on(tmp_path: Path) -> None:
     assert big.stat().st_size < 200_000  # a 10 MB tool output is summarised, never pasted
     for path in out.rglob("*.md"):
         assert "\x00" not in path.read_text("utf-8")
+
+
+def test_notes_link_the_skills_they_fed_and_keep_evidence(tmp_path: Path) -> None:
+    db, out = tmp_path / "state.db", tmp_path / "out"
+    shutil.copy(DBS / "hermes-v31.db", db)
+    sid = IDS["cli_tools"]
+    runner = CliRunner()
+    assert runner.invoke(app, ["--db", str(db), sid, "--out", str(out)]).exit_code == 0
+    sidecar = out / ".distill" / "evidence" / f"{sid}.json"
+    evidence = json.loads(sidecar.read_text("utf-8"))
+    assert evidence["session_id"] == sid and evidence["commands"]  # what skill detection clusters on
+    registry = out / ".distill" / "skills.json"  # as `distill skills approve` leaves it
+    registry.write_text(json.dumps({"skills": {"csv-importer-fix": {"evidence": [sid], "version": 1}}}), "utf-8")
+    assert runner.invoke(app, ["--db", str(db), sid, "--out", str(out), "--force"]).exit_code == 0
+    note = _note(out, sid)
+    assert note["skills"] == ["csv-importer-fix"]
+    assert "- [[csv-importer-fix]]" in note.content
