@@ -107,6 +107,11 @@ def distill(
     promote_skill: Annotated[
         bool, typer.Option("--promote-skill", help="Also draft a SKILL.md from the named session(s) for review.")
     ] = False,
+    propose_skills: Annotated[
+        bool,
+        typer.Option("--propose-skills", help="After distilling, stage skills for procedures that recur across "
+                     "sessions (review with `distill skills pending`); for the nightly run."),
+    ] = False,
     jobs: Annotated[
         int | None,
         typer.Option("--jobs", "-j", min=1, show_default=False,
@@ -124,6 +129,7 @@ def distill(
             sessions=sessions or [], from_=from_, db=db, profile=profile, out=out, demo=demo, all_=all_, since=since,
             idle=idle, source=source or [], exclude_source=exclude_source, summarizer=summarizer,
             jobs=jobs, dry_run=dry_run, force=force, quiet=quiet or json_, promote_skill=promote_skill,
+            propose_skills=propose_skills,
             model_opts={"model": model, "api_base": api_base, "local_model": local_model, "lang": lang,
                         "max_cost": max_cost, "max_tokens": max_tokens},
         )
@@ -142,7 +148,8 @@ def distill(
 def _run(
     *, sessions: list[str], from_: str | None, db: Path | None, profile: str | None, out: Path | None, demo: bool, all_: bool,
     since: str | None, idle: str | None, source: list[str], exclude_source: list[str] | None, summarizer: str,
-    jobs: int | None, dry_run: bool, force: bool, quiet: bool, promote_skill: bool, model_opts: dict[str, Any],
+    jobs: int | None, dry_run: bool, force: bool, quiet: bool, promote_skill: bool, propose_skills: bool,
+    model_opts: dict[str, Any],
 ) -> RunReport:
     from pipeline.run import run
 
@@ -175,12 +182,21 @@ def _run(
     progress = None if quiet else _progress
     on_result = None if quiet else _echo_result
     report = run(settings, progress=progress, on_result=on_result)
-    if promote_skill and not settings.dry_run:
+    if settings.dry_run:
+        return report
+    if promote_skill:
         from pipeline.promote import promote_session
 
         for ref in settings.sessions:
-            path = promote_session(ref, settings)
+            path = promote_session(ref, settings, notices=report.notices)
             report.notices.append(f"skill drafted for review: {path} (distill skills pending / approve)")
+    if propose_skills:
+        from pipeline.promote import propose
+
+        for staged in propose(settings, notices=report.notices):
+            if staged.status in ("staged", "update"):
+                report.notices.append(f"skill {staged.name} {staged.status} for review: {staged.path} "
+                                      "(distill skills pending / diff / approve)")
     return report
 
 

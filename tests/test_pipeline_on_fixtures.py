@@ -120,3 +120,18 @@ def test_notes_link_the_skills_they_fed_and_keep_evidence(tmp_path: Path) -> Non
     note = _note(out, sid)
     assert note["skills"] == ["csv-importer-fix"]
     assert "- [[csv-importer-fix]]" in note.content
+
+
+def test_promote_skill_from_the_main_command(tmp_path: Path) -> None:
+    from skills_ref.validator import validate
+
+    db, out = tmp_path / "state.db", tmp_path / "out"
+    shutil.copy(DBS / "hermes-v31.db", db)
+    result = CliRunner().invoke(app, ["--db", str(db), IDS["cli_tools"], "--out", str(out), "--promote-skill",
+                                      "--summarizer", "extractive", "--json"])
+    assert result.exit_code == 0, result.stderr
+    assert any("skill drafted for review" in n for n in json.loads(result.stdout)["notices"])
+    [skill] = list((out / "skills" / "pending").glob("*/SKILL.md"))
+    assert validate(skill.parent) == []
+    text = skill.read_text("utf-8")
+    assert IDS["cli_tools"] not in text.split("---", 2)[2]  # no session ids in the body
