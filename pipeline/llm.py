@@ -300,31 +300,24 @@ def open_client(
         "max_tokens": settings.max_tokens,
         **client_kwargs,
     }
-    if not choice.embedded:
-        client = LLMClient(choice, **kwargs)
+    server = None
+    if choice.embedded:
+        from pipeline import localmodel
+
         try:
-            yield client
-        finally:
-            if report is not None:
-                client.report_into(report)
-            client.close()
-        return
-
-    from pipeline import localmodel
-
-    try:
-        gguf = choice.gguf or localmodel.ensure_gguf()
-        server = localmodel.LocalServer(gguf)
-        server.start()
-    except localmodel.LocalModelError as e:
-        notice(f"embedded model unavailable: {e}. Using extractive summaries.")
-        yield None
-        return
-    client = LLMClient(replace(choice, api_base=server.api_base), **kwargs)
+            server = localmodel.LocalServer(choice.gguf or localmodel.ensure_gguf())
+            server.start()
+        except localmodel.LocalModelError as e:
+            notice(f"embedded model unavailable: {e}. Using extractive summaries.")
+            yield None
+            return
+        choice = replace(choice, api_base=server.api_base)
+    client = LLMClient(choice, **kwargs)
     try:
         yield client
     finally:
         if report is not None:
             client.report_into(report)
         client.close()
-        server.stop()
+        if server is not None:
+            server.stop()
