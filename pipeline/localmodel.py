@@ -75,6 +75,9 @@ def llama_python(env: dict[str, str] | None = None) -> str | None:
 
 
 def embedded_available() -> bool:
+    """llama.cpp and the model are installed (``DISTILL_EMBEDDED=0`` says: never use them)."""
+    if os.environ.get("DISTILL_EMBEDDED") == "0":
+        return False
     return llama_python() is not None and ((cache_dir() / GGUF_NAME).exists() or find_parts() is not None)
 
 

@@ -20,6 +20,8 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     """Point HERMES_HOME and DISTILL_* at a temp dir so no test can touch a real ~/.hermes."""
     home = tmp_path_factory.mktemp("hermes_home")
     monkeypatch.setenv("HERMES_HOME", str(home))
+    # A developer's venv may have the [local] extra: tests must not start llama.cpp unless they ask.
+    monkeypatch.setenv("DISTILL_EMBEDDED", "0")
     for var in ("DISTILL_MODEL", "DISTILL_CONFIG", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"):
         monkeypatch.delenv(var, raising=False)
     return home
