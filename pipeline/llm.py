@@ -13,6 +13,7 @@ is never retried. A VCR cassette miss surfaces as ``APIConnectionError``: tests 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 from collections.abc import Iterator
@@ -128,6 +129,7 @@ class LLMClient:
         max_tokens: int | None = None,
         retry_wait: Any = None,
         temperature: float = 0.0,
+        concurrency: int | None = None,
     ) -> None:
         self.choice = choice
         self.num_retries = num_retries
@@ -144,6 +146,10 @@ class LLMClient:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._instructor: Any = None
+        #: The cap on calls in flight across every session of a run (``--jobs``); made on the
+        #: client's loop at the first call, because a semaphore binds to the loop it is used on.
+        self.concurrency = concurrency
+        self._slots: asyncio.Semaphore | None = None
 
     @property
     def model(self) -> str:
@@ -192,16 +198,20 @@ class LLMClient:
             kwargs["api_base"] = self.choice.api_base
         if self.choice.api_key:
             kwargs["api_key"] = self.choice.api_key
-        prompt_chars = sum(len(str(m.get("content") or "")) for m in kwargs.get("messages", []))
-        tokens, cost = self._reserve(prompt_chars // 3 + 200, int(kwargs.get("max_tokens") or 1024))
-        try:
-            async for attempt in retry_policy(self.num_retries, wait=self.retry_wait):
-                with attempt:
-                    resp = await lt.acompletion(model=self.model, **kwargs)
-        finally:
-            with self._lock:
-                self._reserved_tokens -= tokens
-                self._reserved_cost -= cost
+        if self._slots is None and self.concurrency:
+            self._slots = asyncio.Semaphore(self.concurrency)
+        # The slot comes before the budget reservation: a queued call must not hold budget.
+        async with self._slots or contextlib.nullcontext():
+            prompt_chars = sum(len(str(m.get("content") or "")) for m in kwargs.get("messages", []))
+            tokens, cost = self._reserve(prompt_chars // 3 + 200, int(kwargs.get("max_tokens") or 1024))
+            try:
+                async for attempt in retry_policy(self.num_retries, wait=self.retry_wait):
+                    with attempt:
+                        resp = await lt.acompletion(model=self.model, **kwargs)
+            finally:
+                with self._lock:
+                    self._reserved_tokens -= tokens
+                    self._reserved_cost -= cost
         self._account(resp)
         return resp
 

@@ -5,9 +5,9 @@ is part of every session's fingerprint and content hash: switching models re-sum
 client, and with the embedded model the llama.cpp server, is only *started* when the first
 session actually needs a summary, so a nightly run where nothing changed starts nothing.
 
-Sessions are summarised a window at a time: ``jobs`` sessions are prepared in the main thread
-(SQLite reads stay there), their map/reduce calls run concurrently on the client's event loop,
-then each is rendered and written in order. Any failure of one session falls back to the
+Sessions are summarised a window at a time: a few sessions per call slot are prepared in the main
+thread (SQLite reads stay there), their map/reduce calls run concurrently on the client's event
+loop with at most ``jobs`` calls in flight, then each is rendered and written in order. Any failure of one session falls back to the
 extractive summary for that session and is reported; the run goes on.
 """
 
@@ -31,6 +31,9 @@ Outcome = tuple[str, str | None, SessionResult]
 #: Sessions in flight when --jobs is left on auto: a local llama.cpp server serves one request
 #: at a time on a small machine, a hosted API takes several.
 AUTO_JOBS_LOCAL, AUTO_JOBS_REMOTE = 1, 4
+#: Sessions prepared per window for each call slot. The client caps calls in flight at --jobs, so
+#: a deeper window only keeps the slots busy while the slowest session of a window finishes.
+WINDOW_PER_SLOT = 4
 
 
 class LLMRun:
@@ -57,7 +60,7 @@ class LLMRun:
             from pipeline.llm import open_client
 
             self._opened = True
-            self._client = self._stack.enter_context(open_client(self.settings, self.report))
+            self._client = self._stack.enter_context(open_client(self.settings, self.report, concurrency=self.jobs))
             if self._client is not None:
                 self._cache = open_cache(self.settings)
         return self._client
@@ -141,7 +144,7 @@ def windowed(
             current = None if settings.force else partial(store.unchanged, got.id)
             got = guarded_prepare(got, settings, llm.summariser_id, current, guarded)
         window.append((sid, fp, got))
-        if sum(isinstance(g, Prepared) for _, _, g in window) >= llm.jobs:
+        if sum(isinstance(g, Prepared) for _, _, g in window) >= llm.jobs * WINDOW_PER_SLOT:
             yield from flush()
     yield from flush()
 
