@@ -118,8 +118,30 @@ class HermesDB:
                     shutil.copy2(src, self._tmpdir / f"state.db{suffix}")
             return self._open_uri(self._tmpdir / "state.db")
 
+    def worker_args(self) -> tuple[Any, ...]:
+        """What ``attach`` needs to read sessions in another process; reads the sessions table now."""
+        return self._opened, self.session_cols, self.message_cols, self.tables, self.rows()
+
+    @classmethod
+    def attach(cls, opened: Path, session_cols: list[str], message_cols: list[str], tables: set[str],
+               rows: dict[str, _Row]) -> HermesDB:
+        """A second reader of the same file (a worker process), with the caller's sessions table.
+
+        Sharing the table keeps every process on the lineage the main process fingerprinted. The
+        caller owns any private copy of the database: this reader never deletes it.
+        """
+        db = cls.__new__(cls)
+        db.path, db._opened, db._tmpdir = opened, opened, None
+        db.conn = cls._open(opened)
+        db.session_cols, db.message_cols, db.tables, db._rows = session_cols, message_cols, tables, rows
+        return db
+
+    def _open_uri(self, path: Path) -> sqlite3.Connection:
+        self._opened = path
+        return self._open(path)
+
     @staticmethod
-    def _open_uri(path: Path) -> sqlite3.Connection:
+    def _open(path: Path) -> sqlite3.Connection:
         uri = path.resolve().as_uri() + "?mode=ro"
         conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
         conn.text_factory = _text
@@ -260,6 +282,33 @@ class HermesDB:
         messages = strip_harness(messages)
         return self._session(rows[root_id], [rows[s] for s in segment_ids], messages, usage_rows, problems)
 
+    def lineage(self, root_id: str) -> Lineage:
+        """The logical session's links, from the sessions table alone (no message is read)."""
+        rows = self.rows()
+        return self._lineage(rows[root_id], [rows[s] for s in self.chain(root_id)])
+
+    def _lineage(self, root: _Row, segments: list[_Row]) -> Lineage:
+        rows = self.rows()
+        kids = [rows[c] for seg in segments for c in seg.children if not self.is_continuation(rows[c])]
+
+        def kind(r: _Row) -> str:
+            if "_branched_from" in r.markers or r.data.get("source") == "branch":
+                return "branch"
+            if "_delegate_from" in r.markers or r.data.get("source") == "subagent":
+                return "subagent"
+            return "child"
+
+        return Lineage(
+            parent=root.data.get("parent_session_id"),
+            segments=tuple(s.id for s in segments) if len(segments) > 1 else (),
+            children=tuple(k.id for k in kids if kind(k) == "child"),
+            branches=tuple(k.id for k in kids if kind(k) == "branch"),
+            subagents=tuple(k.id for k in kids if kind(k) == "subagent"),
+            branched_from=root.markers.get("_branched_from"),
+            delegated_from=root.markers.get("_delegate_from"),
+            reset_from=root.markers.get("_reset_from"),
+        )
+
     def _usage_rows(self, conn: sqlite3.Connection, ids: list[str]) -> list[sqlite3.Row]:
         if "session_model_usage" not in self.tables:
             return []
@@ -270,16 +319,7 @@ class HermesDB:
         self, root: _Row, segments: list[_Row], messages: list[Message], usage_rows: list[sqlite3.Row],
         problems: list[str],
     ) -> Session:
-        rows, tip = self.rows(), segments[-1]
-        kids = [rows[c] for seg in segments for c in seg.children if not self.is_continuation(rows[c])]
-
-        def kind(r: _Row) -> str:
-            if "_branched_from" in r.markers or r.data.get("source") == "branch":
-                return "branch"
-            if "_delegate_from" in r.markers or r.data.get("source") == "subagent":
-                return "subagent"
-            return "child"
-
+        tip = segments[-1]
         usage = tuple(
             ModelUsage(
                 model=u["model"] or "", provider=u["billing_provider"] or None, task=_get(u, "task") or "",
@@ -319,16 +359,7 @@ class HermesDB:
             reasoning_tokens=total("reasoning_tokens"),
             cost_usd=sum(known) if known else None,
             usage=usage,
-            lineage=Lineage(
-                parent=d.get("parent_session_id"),
-                segments=tuple(s.id for s in segments) if len(segments) > 1 else (),
-                children=tuple(k.id for k in kids if kind(k) == "child"),
-                branches=tuple(k.id for k in kids if kind(k) == "branch"),
-                subagents=tuple(k.id for k in kids if kind(k) == "subagent"),
-                branched_from=root.markers.get("_branched_from"),
-                delegated_from=root.markers.get("_delegate_from"),
-                reset_from=root.markers.get("_reset_from"),
-            ),
+            lineage=self._lineage(root, segments),
             messages=tuple(messages),
             problems=tuple(problems),
         )

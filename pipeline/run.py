@@ -225,13 +225,18 @@ def distill_session(
     summarise: Summariser,
     summariser_id: str,
     distilled_at: datetime,
+    skills_for: Callable[[str], Sequence[str]] | None = None,
 ) -> SessionResult:
-    """One session through redact → chunk → facts → summarise → render → write."""
+    """One session through redact → chunk → facts → summarise → render → write.
+
+    ``skills_for`` defaults to ``skills_lookup(settings)``; a caller distilling many sessions
+    passes it in, so the skill store is read once rather than once per session.
+    """
     draft = draft_note(
         session, chunk_tokens=settings.chunk_tokens, summarise=summarise, summariser_id=summariser_id,
         distilled_at=distilled_at, link_for=store.link_for,  # type: ignore[attr-defined]
         is_current=None if settings.force else partial(store.unchanged, session.id),  # type: ignore[attr-defined]
-        skills_for=skills_lookup(settings),
+        skills_for=skills_for or skills_lookup(settings),
     )
     return commit(draft, settings=settings, store=store)
 
@@ -277,7 +282,7 @@ def run(
         seen = _Fingerprints(settings.out)
         steps = _iterate_n(len(ids), progress)
         distil = partial(distill_session, settings=settings, store=store, summarise=summarise,
-                         summariser_id=summariser_id, distilled_at=now)
+                         summariser_id=summariser_id, distilled_at=now, skills_for=skills_lookup(settings))
         if db is None:
             load: Callable[[str], Loaded] = {s.id: (None, s) for s in sessions}.__getitem__
         else:
@@ -287,7 +292,7 @@ def run(
             results = windowed(((ids[i], *load(ids[i])) for i in steps), llm, settings=settings, store=store,
                                distilled_at=now, guarded=_guarded)
         elif jobs > 1:
-            results = _pooled(ids, steps, load, distil, jobs, settings=settings, store=store,
+            results = _pooled(ids, steps, db, load, jobs, settings=settings, store=store, seen=seen,
                               summariser_id=summariser_id, distilled_at=now)
         else:
             results = _serial(ids, steps, load, distil)
@@ -363,38 +368,83 @@ def _serial(
 
 
 def _pooled(
-    ids: list[str], steps: Iterable[int], load: Callable[[str], Loaded], distil: Callable[[Session], SessionResult],
-    jobs: int, *, settings: Settings, store: object, summariser_id: str, distilled_at: datetime,
+    ids: list[str], steps: Iterable[int], db: HermesDB | None, load: Callable[[str], Loaded], jobs: int, *,
+    settings: Settings, store: object, seen: _Fingerprints, summariser_id: str, distilled_at: datetime,
 ) -> Iterator[tuple[str, str | None, SessionResult]]:
-    """As ``_serial``, with redact → render in worker processes (see ``pipeline.parallel``)."""
+    """As ``_serial``, with read → render in worker processes (see ``pipeline.parallel``).
+
+    From state.db the main process only fingerprints: a session that needs work goes to a worker
+    as its id, and the worker reads it. Sessions from files (no ``db``) are sent whole.
+    """
     from pipeline.parallel import DraftPool
 
     skills_for = skills_lookup(settings)
 
-    def finish(item: Any, outcome: Draft | SessionResult | None) -> SessionResult:
+    def resolve(item: Any, outcome: Draft | SessionResult | None) -> Draft | SessionResult:
         if isinstance(outcome, SessionResult):
             return outcome  # failed in the worker
         confirmed = outcome is not None and (
             outcome.status != "current" or store.unchanged(item.session_id, outcome.digest)  # type: ignore[attr-defined]
         )
         if confirmed:
-            return _guarded(item.session_id, partial(commit, outcome, settings=settings, store=store))
+            return outcome  # type: ignore[return-value]
         # The worker died, or the index's hash is stale (the note was moved or deleted): redo it here.
-        return _guarded(item.session_id, partial(distil, item.session))
+        try:
+            session = db.read_session(item.session_id) if db is not None else load(item.session_id)[1]
+            assert isinstance(session, Session)
+            return draft_note(
+                session, chunk_tokens=settings.chunk_tokens, summarise=_extractive(),
+                summariser_id=summariser_id, distilled_at=distilled_at,
+                link_for=store.link_for,  # type: ignore[attr-defined]
+                is_current=None if settings.force else partial(store.unchanged, item.session_id),  # type: ignore[attr-defined]
+                skills_for=skills_for,
+            )
+        except Exception as exc:  # one bad session must not stop the run; it is reported
+            return _failed(item.session_id, exc)
 
-    with DraftPool(jobs, finish) as pool:
+    def commit_one(sid: str, got: Draft | SessionResult) -> SessionResult:
+        if isinstance(got, SessionResult):
+            return got
+        return _guarded(sid, partial(commit, got, settings=settings, store=store))
+
+    with DraftPool(jobs, resolve, commit_one, db=db) as pool:
         for i in steps:
-            fp, got = load(ids[i])
-            if isinstance(got, Session):
-                known = None if settings.force else store.recorded_hash(got.id)  # type: ignore[attr-defined]
-                yield from pool.submit(
-                    got, fp, known_hash=known, link_for=store.link_for,  # type: ignore[attr-defined]
-                    chunk_tokens=settings.chunk_tokens, summariser_id=summariser_id, distilled_at=distilled_at,
-                    skills_for=skills_for,
-                )
-            else:
-                yield from pool.add(ids[i], fp, got)
+            sid = ids[i]
+            if db is None:
+                fp, got = load(sid)
+                if isinstance(got, Session):
+                    yield from pool.submit(
+                        sid, got.lineage, fp, session=got, known_hash=None if settings.force else store.recorded_hash(sid),  # type: ignore[attr-defined]
+                        link_for=store.link_for, chunk_tokens=settings.chunk_tokens,  # type: ignore[attr-defined]
+                        summariser_id=summariser_id, distilled_at=distilled_at, skills_for=skills_for,
+                    )
+                else:
+                    yield from pool.add(sid, fp, got)
+                continue
+            try:
+                fp = fingerprint(db, sid)
+                existing = store.path_for(sid)  # type: ignore[attr-defined]
+                if not settings.force and existing and seen.get(sid) == (fp, summariser_id):
+                    done = SessionResult(session_id=sid, status="unchanged", path=str(settings.out / existing))
+                    yield from pool.add(sid, fp, done)
+                    continue
+                lineage = db.lineage(sid)
+            except Exception as exc:  # as in _load: reported, and no fingerprint is recorded
+                yield from pool.add(sid, None, _failed(sid, exc))
+                continue
+            known = None if settings.force else store.recorded_hash(sid)  # type: ignore[attr-defined]
+            yield from pool.submit(
+                sid, lineage, fp, known_hash=known, link_for=store.link_for,  # type: ignore[attr-defined]
+                chunk_tokens=settings.chunk_tokens, summariser_id=summariser_id, distilled_at=distilled_at,
+                skills_for=skills_for,
+            )
         yield from pool.drain()
+
+
+def _extractive() -> Summariser:
+    from pipeline.extractive import summarise_extractive
+
+    return summarise_extractive
 
 
 def _worker_count(settings: Settings, *, builtin: bool, sessions: int) -> int:

@@ -178,6 +178,29 @@ def test_other_session_with_same_path_is_not_clobbered(tmp_path: Path) -> None:
     assert parse(b.path or "").metadata["id"] == "20261120_090000_abc123"
 
 
+def test_concurrent_writes_never_share_a_free_path(tmp_path: Path) -> None:
+    # Commits run on several threads (pipeline.parallel): two sessions whose notes would get the
+    # same name must not both claim it before either file exists.
+    from concurrent.futures import ThreadPoolExecutor
+
+    store = NoteStore(tmp_path)
+    sids = [f"20261120_0{h}0000_abc123" for h in range(8, 10)]
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda sid: store.write(make_note(sid)), sids))
+    paths = {r.path for r in results}
+    assert len(paths) == len(sids)
+    assert {parse(p or "").metadata["id"] for p in paths} == set(sids)
+
+
+def test_named_like_matches_glob(tmp_path: Path) -> None:
+    from pipeline.write import _named_like
+
+    for name in ("a-abc123.md", "b-abc123-2.md", ".a-abc123.md.x.tmp", "c-abc124.md", "d-abc123.txt"):
+        (tmp_path / name).write_text("x")
+    assert _named_like(tmp_path, "*-abc123*.md") == sorted(tmp_path.glob("*-abc123*.md"))
+    assert _named_like(tmp_path / "missing", "*.md") == []
+
+
 USER_NOTES = """My own thoughts.
 
 - [x] checked by hand
