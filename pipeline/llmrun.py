@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
+from dataclasses import replace
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 from pipeline.config import Settings
 from pipeline.errors import InputError
 from pipeline.models import RunReport, Session, SessionResult, SessionSummary
-from pipeline.run import Draft, Prepared, commit, finish, prepare, skills_lookup
+from pipeline.run import Draft, Prepared, commit, content_hash, finish, prepare, skills_lookup
 
 Item = tuple[str, str | None, Session | SessionResult]
 Outcome = tuple[str, str | None, SessionResult]
@@ -135,6 +136,11 @@ def windowed(
                 if isinstance(summary, Exception):
                     yield sid, fp, guarded(sid, partial(_raise, summary))
                     continue
+                if summary.summarizer != llm.summariser_id:
+                    # An extractive fallback: hash it as what it is and forget the fingerprint, so
+                    # the next run tries the model again instead of calling this note current.
+                    got = replace(got, digest=content_hash(got.session, got.chunks, summary.summarizer))
+                    fp = None
                 got = finish(got, summary, distilled_at=distilled_at, link_for=store.link_for, skills_for=skills_for)
             yield sid, fp, guarded(sid, partial(commit, got, settings=settings, store=store))
         window.clear()
