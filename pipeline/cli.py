@@ -289,14 +289,19 @@ TOOL_NAMES = ("hook", "import", "eval", "skills")
 
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] in TOOL_NAMES:
-        tools = _tool_apps()
-        if args[0] not in tools:
-            typer.echo(f"Error: `distill {args[0]}` is not available in this build", err=True)
-            raise SystemExit(EXIT_USAGE)
-        tools[args[0]](args[1:], prog_name=f"distill {args[0]}")
-        return
-    app(args, prog_name="distill")
+    try:
+        if args and args[0] in TOOL_NAMES:
+            tools = _tool_apps()
+            if args[0] not in tools:
+                typer.echo(f"Error: `distill {args[0]}` is not available in this build", err=True)
+                raise SystemExit(EXIT_USAGE)
+            tools[args[0]](args[1:], prog_name=f"distill {args[0]}")
+            return
+        app(args, prog_name="distill")
+    except KeyboardInterrupt:
+        # Writes are atomic and a local model server is stopped on the way out, so this is safe.
+        typer.echo("Interrupted: notes already written are complete; run again to continue.", err=True)
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":
