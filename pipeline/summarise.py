@@ -14,7 +14,7 @@ Pipeline per session:
    tags and projects.
 4. **Ground**: deterministic ``Facts`` are the authority. A file the model names that appears
    nowhere in the session is dropped and counted (``hallucinations_dropped``); the end state is
-   ``extractive.infer_end_state``, and no phase may claim "done" when the session ends unresolved.
+   ``endstate.infer_end_state``, and no phase may claim "done" when the session ends unresolved.
 
 Validated chunk and reduce outputs are cached (``pipeline/cache.py``), keyed by the rendered
 prompt, prompt version, model and schema. Any failure falls back to the extractive summary for
@@ -79,10 +79,11 @@ def _candidates(messages: Sequence[Message]) -> list[str]:
 
 
 def _end_state(session: Session, facts: Facts) -> str:
-    ex = _extractive()
-    if ex is None or not hasattr(ex, "infer_end_state"):
+    try:
+        from pipeline.endstate import infer_end_state
+    except ImportError:
         return "unknown"
-    return str(ex.infer_end_state(session, facts))
+    return str(infer_end_state(session, facts))
 
 
 def _fallback(session: Session, chunks: Sequence[Chunk], facts: Facts, lang: str) -> SessionSummary:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pipeline.endstate import infer_end_state
 from pipeline.extractive import (
     decision_candidates,
-    infer_end_state,
     open_items,
     summarise_extractive,
     user_asks,
@@ -184,17 +184,20 @@ def test_done_claims_in_chinese_and_portuguese_and_undo() -> None:
 
 
 def test_message_kinds_are_computed_in_linear_time(monkeypatch: Any) -> None:
-    import pipeline.extractive as ex
+    import pipeline.endstate
+    import pipeline.extractive
+    import pipeline.turns
 
     calls = 0
-    real = ex._kind
+    real = pipeline.turns._kind
 
     def counting(m: Message) -> str | None:
         nonlocal calls
         calls += 1
         return real(m)
 
-    monkeypatch.setattr(ex, "_kind", counting)
+    for module in (pipeline.turns, pipeline.endstate, pipeline.extractive):  # each binds its own name
+        monkeypatch.setattr(module, "_kind", counting)
     turns = [m for i in range(400) for m in (u(f"step {i}: rename `f{i}` please"), a(f"Renamed `f{i}`. Done."),
                                              u("ok"))]
     s = sess(*turns)
