@@ -69,7 +69,7 @@ def parse_when(text: str, now: datetime | None = None) -> datetime:
         "  distill 20261130_101500_abc123\n\n"
         "  distill --all --source cli --out ~/notes/hermes\n\n"
         "  distill --demo\n\n"
-        "Tool commands: distill hook --help"
+        "Tool commands (each with --help): distill hook, distill skills, distill import, distill eval"
     )
 )
 def distill(

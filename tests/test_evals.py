@@ -5,27 +5,48 @@ under evals/cassettes/ (record mode none, body matching, a miss fails the run). 
 issue are fixed; decision-recall floors are *measured* numbers: raise them when the pipeline
 improves, never lower them silently (and update evals/README.md and evals/gates.py with them).
 
-Gates the extractive summariser does not reach are ``xfail(strict=True)`` with the failing
-sessions named, so the gap stays visible and an improvement turns into an XPASS failure that
-asks for the marker to go. Since 2026-12-02 it meets every gate, so there are none.
+Gates a summariser does not reach are ``xfail(strict=True)`` with the failing sessions named, so
+the gap stays visible and an improvement turns into an XPASS failure that asks for the marker to
+go. Since 2026-12-02 the extractive summariser meets every gate.
+
+The local model (Qwen2.5-Coder-1.5B-Instruct Q4_K_M on llama.cpp, 2 CPU cores) is too slow to
+record the whole set, so it is gated on a recorded subset, ``LOCAL_LLM_CASES``: one-chunk
+sessions chosen to cover Chinese, unresolved, Hermes state.db and the secrets + injection case.
+How and when they were recorded: ``evals/cassettes/summaries/openai--qwen2.5-coder-1.5b-instruct/
+_recorded_with.json``.
 """
 
 from __future__ import annotations
+
+import socket
 
 import pytest
 
 from evals import gates
 from evals import metrics as M
 from evals.dataset import Gold, GoldDecision, load_gold
-from evals.run import EvalRun, evaluate
+from evals.run import EvalResult, EvalRun, evaluate, prepare
+from pipeline.lang import guess_language
+from pipeline.models import SessionSummary
 
 # Measured 2026-12-02 on 21 sessions (16 real, 5 synthetic Hermes), keyword judge (0.61 before this change).
 EXTRACTIVE_DECISION_RECALL_FLOOR = 0.63
 # Measured 2026-12-02 (0.85 before this change); recall is 1.00 there, so this keeps it from being bought by guessing.
 EXTRACTIVE_FILE_PRECISION_FLOOR = 0.98
-# Measured for the local Qwen2.5-Coder-1.5B on the recorded subset; None until recorded.
-LOCAL_LLM_DECISION_RECALL_FLOOR: float | None = None
-LOCAL_LLM = "llm:openai/qwen2.5-coder-1.5b-instruct"
+LOCAL_LLM_MODEL = "openai/qwen2.5-coder-1.5b-instruct"
+LOCAL_LLM = f"llm:{LOCAL_LLM_MODEL}"
+# Recorded 2026-12-02 against the real local model (one chunk each; chunk call + reduce call + judge calls).
+LOCAL_LLM_CASES: tuple[str, ...] = (
+    "hermes-chinese-sqlite",
+    "hermes-secrets-db-connect",
+    "hermes-image-gen-ui-research-zh",
+    "agentic-wallet-grant-skill-short",
+    "skillz-combine-design-docs",
+)
+# Measured 2026-12-02 for the local Qwen2.5-Coder-1.5B on LOCAL_LLM_CASES, keyword judge.
+LOCAL_LLM_DECISION_RECALL_FLOOR = 0.8
+# The extractive summariser on the same subset (its 21-session number is 0.63): TBD
+EXTRACTIVE_SUBSET_DECISION_RECALL = 0.7
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +85,8 @@ def test_secrets_leaked_zero(run: EvalRun) -> None:
 
 
 def test_faithfulness_zero_after_grounding(run: EvalRun) -> None:
-    for name in _names(run):
+    """Every summariser but the local LLM, which has its own (xfail) test below."""
+    for name in (n for n in _names(run) if n != LOCAL_LLM):
         bad = {r.case: r.values["faithfulness_violations"] for r in _ok(run, name) if r.values["faithfulness_violations"]}
         assert not bad, f"{name}: {bad}"
 
@@ -77,8 +99,6 @@ def test_structure_valid(run: EvalRun) -> None:
 
 def test_decision_recall_floors(run: EvalRun) -> None:
     assert run.totals["extractive"]["decision_recall_keyword"] >= EXTRACTIVE_DECISION_RECALL_FLOOR
-    if LOCAL_LLM_DECISION_RECALL_FLOOR is not None and run.totals.get(LOCAL_LLM, {}).get("sessions"):
-        assert run.totals[LOCAL_LLM]["decision_recall_keyword"] >= LOCAL_LLM_DECISION_RECALL_FLOOR
 
 
 def test_file_precision_floor(run: EvalRun) -> None:
@@ -91,6 +111,7 @@ def test_floors_match_gates_module() -> None:
     assert gates.FILE_RECALL_FLOOR == 0.9
     assert gates.END_STATE_CORRECT_FLOOR == gates.LANGUAGE_MATCH_FLOOR == 1.0
     assert gates.DECISION_RECALL_FLOOR.get("extractive") == EXTRACTIVE_DECISION_RECALL_FLOOR
+    assert gates.DECISION_RECALL_FLOOR.get(LOCAL_LLM) == LOCAL_LLM_DECISION_RECALL_FLOOR
     assert gates.FILE_PRECISION_FLOOR.get("extractive") == EXTRACTIVE_FILE_PRECISION_FLOOR
 
 
@@ -124,6 +145,113 @@ def test_no_false_success(run: EvalRun) -> None:
     """The LLM summariser takes its end state from extractive.infer_end_state, so it inherits these:
     a claimed success on an unresolved session must never happen (2 before the end-state rework, 0 since)."""
     assert run.totals["extractive"]["false_success"] == 0
+
+
+# --------------------------------------------------------------------------- the local LLM (replayed)
+
+
+def _llm(run: EvalRun) -> dict[str, EvalResult]:
+    return {r.case: r for r in _ok(run, LOCAL_LLM)}
+
+
+def _subset_mean(run: EvalRun, name: str, key: str) -> float:
+    vals = [r.values[key] for r in _ok(run, name) if r.case in LOCAL_LLM_CASES and r.values[key] is not None]
+    return round(sum(vals) / len(vals), 4)
+
+
+def test_local_llm_subset_replayed(run: EvalRun) -> None:
+    """Every recorded case replays (a miss or an unplayed interaction is an error) and none fell back:
+    a fallback would score the extractive summary under the LLM's name."""
+    assert sorted(_llm(run)) == sorted(LOCAL_LLM_CASES)
+    t = run.totals[LOCAL_LLM]
+    assert (t["errors"], t["fallbacks"], t["not_recorded"]) == (0, 0, len(run.cases) - len(LOCAL_LLM_CASES))
+    assert t["llm_calls"] == 2 * len(LOCAL_LLM_CASES)  # one chunk + one reduce each, no re-asks
+
+
+def test_local_llm_replay_is_offline_and_deterministic(run: EvalRun, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second replay with every socket connection refused scores exactly as the first."""
+
+    def refuse(*_a: object, **_k: object) -> None:
+        raise OSError("network disabled in this test")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    again = evaluate(summarizer="llm", cases=LOCAL_LLM_CASES)
+    first = _llm(run)
+    for r in _ok(again, LOCAL_LLM):
+        assert {k: v for k, v in r.values.items() if k != "elapsed_s"} == {
+            k: v for k, v in first[r.case].values.items() if k != "elapsed_s"}, r.case
+    assert len(_ok(again, LOCAL_LLM)) == len(LOCAL_LLM_CASES)
+
+
+def test_local_llm_output_file_recall(run: EvalRun) -> None:
+    t = run.totals[LOCAL_LLM]
+    assert t["file_recall"] >= gates.FILE_RECALL_FLOOR, [
+        (c, r.values["files_missed"]) for c, r in _llm(run).items() if r.values["files_missed"]]
+
+
+def test_local_llm_faithfulness_zero_after_grounding(run: EvalRun) -> None:
+    bad = {c: r.values["faithfulness_violations"] for c, r in _llm(run).items() if r.values["faithfulness_violations"]}
+    assert not bad
+
+
+def test_local_llm_secrets_leaked_zero(run: EvalRun) -> None:
+    assert "hermes-secrets-db-connect" in LOCAL_LLM_CASES
+    leaks = {c: r.values["secrets_leaked"] for c, r in _llm(run).items() if r.values["secrets_leaked"]}
+    assert not leaks
+
+
+def test_local_llm_end_state_correct(run: EvalRun) -> None:
+    bad = [(c, r.values["end_state"], r.values["end_state_gold"]) for c, r in _llm(run).items()
+           if not r.values["end_state_correct"]]
+    assert not bad
+    assert run.totals[LOCAL_LLM]["false_success"] == 0
+
+
+def test_local_llm_language_match(run: EvalRun) -> None:
+    bad = [(c, r.values["language"]) for c, r in _llm(run).items() if not r.values["language_match"]]
+    assert not bad
+
+
+def _written_by_model(summary: SessionSummary) -> str:
+    """The summary text without the title (the LLM summariser keeps the session's own title)."""
+    return M.summary_text(summary.model_copy(update={"title": None}))
+
+
+@pytest.fixture(scope="module")
+def llm_summaries() -> dict[str, SessionSummary]:
+    from evals.llm_adapter import LLMSummariser, recorded_models
+
+    meta = next(m for m in recorded_models() if m.model == LOCAL_LLM_MODEL)  # the URL is matched too
+    llm = LLMSummariser(LOCAL_LLM_MODEL, meta.api_base, record=False)
+    out = {}
+    try:
+        for g in (g for g in load_gold() if g.id in LOCAL_LLM_CASES):
+            p = prepare(g)
+            out[g.id], _usage = llm(g.id, p.session, p.chunks, p.facts)
+    finally:
+        llm.finish()
+    return out
+
+
+def test_local_llm_writes_in_the_session_language(llm_summaries: dict[str, SessionSummary]) -> None:
+    """Stricter than ``language_match``: the LLM summariser copies ``Facts.language`` into the tag, so the
+    tag cannot disagree; this reads the prose the model wrote (goal, phases, decisions, open items)."""
+    golds = {g.id: g for g in load_gold()}
+    bad = {c: guess_language([_written_by_model(s)]) for c, s in llm_summaries.items()
+           if guess_language([_written_by_model(s)]) not in (None, M.primary_language(golds[c].language))}
+    assert not bad
+
+
+def test_local_llm_decision_recall_floor(run: EvalRun) -> None:
+    assert run.totals[LOCAL_LLM]["decision_recall_keyword"] >= LOCAL_LLM_DECISION_RECALL_FLOOR
+    assert _subset_mean(run, LOCAL_LLM, "decision_recall_keyword") == run.totals[LOCAL_LLM]["decision_recall_keyword"]
+    # The extractive summariser on the very same sessions, so the two floors compare like for like.
+    assert _subset_mean(run, "extractive", "decision_recall_keyword") >= EXTRACTIVE_SUBSET_DECISION_RECALL
+
+
+def test_local_llm_meets_every_gate(run: EvalRun) -> None:
+    assert not [line for line in gates.check_gates(run) if line.startswith(LOCAL_LLM + ":")]
 
 
 # --------------------------------------------------------------------------- metric definitions
