@@ -15,7 +15,11 @@ SECRETS_LEAKED_MAX = 0
 END_STATE_CORRECT_FLOOR = 1.0
 LANGUAGE_MATCH_FLOOR = 1.0
 #: Measured keyword-judge decision recall per summariser (see tests/test_evals.py for the dates).
-DECISION_RECALL_FLOOR: dict[str, float] = {"extractive": 0.63, "llm:openai/qwen2.5-coder-1.5b-instruct": 0.8}
+DECISION_RECALL_FLOOR: dict[str, float] = {
+    "extractive": 0.63,
+    # On its 7 recorded sessions only (evals/cassettes/summaries/openai--qwen2.5-coder-1.5b-instruct/).
+    "llm:openai/qwen2.5-coder-1.5b-instruct": 0.73,
+}
 #: Measured output-file precision per summariser (see tests/test_evals.py for the dates).
 FILE_PRECISION_FLOOR: dict[str, float] = {"extractive": 0.98}
 

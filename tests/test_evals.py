@@ -37,16 +37,27 @@ LOCAL_LLM_MODEL = "openai/qwen2.5-coder-1.5b-instruct"
 LOCAL_LLM = f"llm:{LOCAL_LLM_MODEL}"
 # Recorded 2026-12-02 against the real local model (one chunk each; chunk call + reduce call + judge calls).
 LOCAL_LLM_CASES: tuple[str, ...] = (
-    "hermes-chinese-sqlite",
-    "hermes-secrets-db-connect",
-    "hermes-image-gen-ui-research-zh",
-    "agentic-wallet-grant-skill-short",
-    "skillz-combine-design-docs",
+    "hermes-chinese-sqlite",  # zh, Hermes state.db, resolved
+    "hermes-secrets-db-connect",  # Hermes state.db, pasted secrets + injected instruction, unresolved
+    "hermes-image-gen-ui-research-zh",  # zh, Hermes request dump, unresolved
+    "agentic-wallet-grant-skill-short",  # Claude Code, unresolved
+    "skillz-combine-design-docs",  # SpecStory, resolved
+    "smart-tourism-login-failure-debug-zh",  # zh, SpecStory, unresolved
+    "agente-bsc-rag-resolve-pt",  # pt, SpecStory, resolved
 )
-# Measured 2026-12-02 for the local Qwen2.5-Coder-1.5B on LOCAL_LLM_CASES, keyword judge.
-LOCAL_LLM_DECISION_RECALL_FLOOR = 0.8
-# The extractive summariser on the same subset (its 21-session number is 0.63): TBD
-EXTRACTIVE_SUBSET_DECISION_RECALL = 0.7
+#: The known LLM gate failures (the xfails below); anything beyond them fails outright.
+LOCAL_LLM_KNOWN_UNFAITHFUL = {
+    "hermes-image-gen-ui-research-zh": ["path: upload/preview"],
+    "smart-tourism-login-failure-debug-zh": ["path: 我还调整了request.ts中的跨域配置", "path: 调整request.ts中的跨域配置"],
+}
+LOCAL_LLM_KNOWN_WRONG_LANGUAGE = {"hermes-image-gen-ui-research-zh": "en"}
+# Not in the subset: lifeblog-svg-icons-theme (one chunk by the chunker's estimate, but 8,470 real prompt tokens:
+# with max_tokens 1024 it overflows n_ctx 8192, the server says 400 and the pipeline falls back to extractive).
+# Measured 2026-12-02 for the local Qwen2.5-Coder-1.5B on LOCAL_LLM_CASES, keyword judge (0.7381).
+LOCAL_LLM_DECISION_RECALL_FLOOR = 0.73
+# The extractive summariser on the same 7 sessions: 0.5476. The LLM states more decisions (agente-bsc 0.67 vs 0.33,
+# hermes-secrets 1.0 vs 0.5, smart-tourism 0.5 vs 0.0, the rest equal) but fails faithfulness and language (below).
+EXTRACTIVE_SUBSET_DECISION_RECALL = 0.54
 
 
 @pytest.fixture(scope="module")
@@ -190,9 +201,19 @@ def test_local_llm_output_file_recall(run: EvalRun) -> None:
         (c, r.values["files_missed"]) for c, r in _llm(run).items() if r.values["files_missed"]]
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "hermes-image-gen-ui-research-zh: Qwen wrote English for a Chinese session and translated 上传/预览 into "
+    "'upload/preview', a path-shaped claim absent from the transcript; smart-tourism-login-failure-debug-zh: "
+    "'我还调整了request.ts中的跨域配置' is read as one path token (request.ts itself is in the transcript), "
+    "2 violations. Fixes proposed: pipeline/summarise.py language guard, evals/metrics.py CJK path boundary"))
 def test_local_llm_faithfulness_zero_after_grounding(run: EvalRun) -> None:
     bad = {c: r.values["faithfulness_violations"] for c, r in _llm(run).items() if r.values["faithfulness_violations"]}
     assert not bad
+
+
+def test_local_llm_faithfulness_failures_are_only_the_known_ones(run: EvalRun) -> None:
+    bad = {c: r.values["faithfulness_violations"] for c, r in _llm(run).items() if r.values["faithfulness_violations"]}
+    assert bad == LOCAL_LLM_KNOWN_UNFAITHFUL
 
 
 def test_local_llm_secrets_leaked_zero(run: EvalRun) -> None:
@@ -224,7 +245,7 @@ def llm_summaries() -> dict[str, SessionSummary]:
 
     meta = next(m for m in recorded_models() if m.model == LOCAL_LLM_MODEL)  # the URL is matched too
     llm = LLMSummariser(LOCAL_LLM_MODEL, meta.api_base, record=False)
-    out = {}
+    out: dict[str, SessionSummary] = {}
     try:
         for g in (g for g in load_gold() if g.id in LOCAL_LLM_CASES):
             p = prepare(g)
@@ -234,13 +255,23 @@ def llm_summaries() -> dict[str, SessionSummary]:
     return out
 
 
+def _wrong_language(summaries: dict[str, SessionSummary]) -> dict[str, str | None]:
+    golds = {g.id: g for g in load_gold()}
+    found = {c: guess_language([_written_by_model(s)]) for c, s in summaries.items()}
+    return {c: lang for c, lang in found.items() if lang not in (None, M.primary_language(golds[c].language))}
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "hermes-image-gen-ui-research-zh: Qwen2.5-Coder-1.5B answers the Chinese session in English although both "
+    "prompts say 'Write every text field in Chinese (简体中文)'; the pipeline does not check (fix proposed)"))
 def test_local_llm_writes_in_the_session_language(llm_summaries: dict[str, SessionSummary]) -> None:
     """Stricter than ``language_match``: the LLM summariser copies ``Facts.language`` into the tag, so the
     tag cannot disagree; this reads the prose the model wrote (goal, phases, decisions, open items)."""
-    golds = {g.id: g for g in load_gold()}
-    bad = {c: guess_language([_written_by_model(s)]) for c, s in llm_summaries.items()
-           if guess_language([_written_by_model(s)]) not in (None, M.primary_language(golds[c].language))}
-    assert not bad
+    assert not _wrong_language(llm_summaries)
+
+
+def test_local_llm_wrong_language_only_the_known_case(llm_summaries: dict[str, SessionSummary]) -> None:
+    assert _wrong_language(llm_summaries) == LOCAL_LLM_KNOWN_WRONG_LANGUAGE
 
 
 def test_local_llm_decision_recall_floor(run: EvalRun) -> None:
@@ -250,6 +281,8 @@ def test_local_llm_decision_recall_floor(run: EvalRun) -> None:
     assert _subset_mean(run, "extractive", "decision_recall_keyword") >= EXTRACTIVE_SUBSET_DECISION_RECALL
 
 
+@pytest.mark.xfail(strict=True, reason="faithfulness: 3 violations in hermes-image-gen-ui-research-zh and "
+                   "smart-tourism-login-failure-debug-zh (see test_local_llm_faithfulness_zero_after_grounding)")
 def test_local_llm_meets_every_gate(run: EvalRun) -> None:
     assert not [line for line in gates.check_gates(run) if line.startswith(LOCAL_LLM + ":")]
 
