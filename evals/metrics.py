@@ -181,7 +181,13 @@ def false_success(predicted: str, gold: Gold) -> bool:
 
 _CODE_SPAN = re.compile(r"`([^`\n]{2,200})`")
 # A path: has a '/' or '\' between word characters, or ends in a short extension (file.ext).
-_PATH = re.compile(r"(?<![\w@])(?:~|\.{1,2})?(?:[\w.@+-]+[/\\])+[\w.@+-]+|(?<![\w/\\.-])[\w-]+(?:\.[\w-]+)*\.[A-Za-z][\w]{0,7}\b")
+# Path characters are word characters minus CJK/kana/hangul/fullwidth: Chinese prose puts no space
+# around a file name ("调整了request.ts中的配置"), and the claim to check there is "request.ts".
+_W = r"[^\W\u3000-\u9fff\uac00-\ud7af\uff00-\uffef]"
+_PATH = re.compile(
+    rf"(?<!{_W})(?<!@)(?:~|\.{{1,2}})?(?:(?:{_W}|[.@+-])+[/\\])+(?:{_W}|[.@+-])+"
+    rf"|(?<!{_W})(?<![/\\.-])(?:{_W}|-)+(?:\.(?:{_W}|-)+)*\.[A-Za-z][A-Za-z0-9_]{{0,7}}(?![A-Za-z0-9_])"
+)
 _NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?%?(?![\w])")
 _URLISH = re.compile(r"https?://\S+")
 

@@ -48,7 +48,6 @@ LOCAL_LLM_CASES: tuple[str, ...] = (
 #: The known LLM gate failures (the xfails below); anything beyond them fails outright.
 LOCAL_LLM_KNOWN_UNFAITHFUL = {
     "hermes-image-gen-ui-research-zh": ["path: upload/preview"],
-    "smart-tourism-login-failure-debug-zh": ["path: 我还调整了request.ts中的跨域配置", "path: 调整request.ts中的跨域配置"],
 }
 LOCAL_LLM_KNOWN_WRONG_LANGUAGE = {"hermes-image-gen-ui-research-zh": "en"}
 # Not in the subset: lifeblog-svg-icons-theme (one chunk by the chunker's estimate, but 8,470 real prompt tokens:
@@ -203,9 +202,8 @@ def test_local_llm_output_file_recall(run: EvalRun) -> None:
 
 @pytest.mark.xfail(strict=True, reason=(
     "hermes-image-gen-ui-research-zh: Qwen wrote English for a Chinese session and translated 上传/预览 into "
-    "'upload/preview', a path-shaped claim absent from the transcript; smart-tourism-login-failure-debug-zh: "
-    "'我还调整了request.ts中的跨域配置' is read as one path token (request.ts itself is in the transcript), "
-    "2 violations. Fixes proposed: pipeline/summarise.py language guard, evals/metrics.py CJK path boundary"))
+    "'upload/preview', a path-shaped claim absent from the transcript. Fix proposed: a language guard in "
+    "pipeline/summarise.py (needs the cassettes re-recorded)"))
 def test_local_llm_faithfulness_zero_after_grounding(run: EvalRun) -> None:
     bad = {c: r.values["faithfulness_violations"] for c, r in _llm(run).items() if r.values["faithfulness_violations"]}
     assert not bad
@@ -281,8 +279,8 @@ def test_local_llm_decision_recall_floor(run: EvalRun) -> None:
     assert _subset_mean(run, "extractive", "decision_recall_keyword") >= EXTRACTIVE_SUBSET_DECISION_RECALL
 
 
-@pytest.mark.xfail(strict=True, reason="faithfulness: 3 violations in hermes-image-gen-ui-research-zh and "
-                   "smart-tourism-login-failure-debug-zh (see test_local_llm_faithfulness_zero_after_grounding)")
+@pytest.mark.xfail(strict=True, reason="faithfulness: 1 violation in hermes-image-gen-ui-research-zh "
+                   "(see test_local_llm_faithfulness_zero_after_grounding)")
 def test_local_llm_meets_every_gate(run: EvalRun) -> None:
     assert not [line for line in gates.check_gates(run) if line.startswith(LOCAL_LLM + ":")]
 
