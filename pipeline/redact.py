@@ -422,27 +422,29 @@ def _redact_call(c: ToolCall) -> ToolCall:
     return c if new == c.arguments else c.model_copy(update={"arguments": new})
 
 
+def _redacted_update(messages: tuple[Message, ...], field: str, text: str | None) -> dict[str, Any]:
+    """What changes once ``messages`` and one text field are redacted; empty when nothing does.
+
+    Unchanged objects are kept as they are, so redacting clean data allocates nothing new.
+    """
+    update: dict[str, Any] = {}
+    redacted = tuple(redact_message(m) for m in messages)
+    if any(a is not b for a, b in zip(redacted, messages, strict=True)):
+        update["messages"] = redacted
+    if text:
+        clean = redact(text)
+        if clean != text:
+            update[field] = clean
+    return update
+
+
 def redact_session(s: Session) -> Session:
     """Redact every message and the title. ``cwd`` and other paths are left as they are."""
-    messages = tuple(redact_message(m) for m in s.messages)
-    update: dict[str, Any] = {}
-    if any(a is not b for a, b in zip(messages, s.messages, strict=True)):
-        update["messages"] = messages
-    if s.title:
-        title = redact(s.title)
-        if title != s.title:
-            update["title"] = title
+    update = _redacted_update(s.messages, "title", s.title)
     return s.model_copy(update=update) if update else s
 
 
 def redact_chunk(c: Chunk) -> Chunk:
     """Redact a chunk's messages and its Hermes checkpoint text."""
-    messages = tuple(redact_message(m) for m in c.messages)
-    update: dict[str, Any] = {}
-    if any(a is not b for a, b in zip(messages, c.messages, strict=True)):
-        update["messages"] = messages
-    if c.checkpoint:
-        cp = redact(c.checkpoint)
-        if cp != c.checkpoint:
-            update["checkpoint"] = cp
+    update = _redacted_update(c.messages, "checkpoint", c.checkpoint)
     return c.model_copy(update=update) if update else c
