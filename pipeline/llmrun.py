@@ -117,9 +117,13 @@ def windowed(
     items: Iterable[Item], llm: LLMRun, *, settings: Settings, store: Any, distilled_at: datetime,
     guarded: Callable[[str, Callable[[], SessionResult]], SessionResult],
 ) -> Iterator[Outcome]:
-    """Prepare sessions, summarise them ``llm.jobs`` at a time, write each; results in input order."""
+    """Prepare sessions, summarise a window of them concurrently, write each; results in input order."""
     window: list[tuple[str, str | None, Prepared | Draft | SessionResult]] = []
     skills_for = skills_lookup(settings)
+
+    def render_and_commit(prep: Prepared, summary: SessionSummary) -> SessionResult:
+        draft = finish(prep, summary, distilled_at=distilled_at, link_for=store.link_for, skills_for=skills_for)
+        return commit(draft, settings=settings, store=store)
 
     def flush() -> Iterator[Outcome]:
         preps = [p for _, _, p in window if isinstance(p, Prepared)]
@@ -141,7 +145,8 @@ def windowed(
                     # the next run tries the model again instead of calling this note current.
                     got = replace(got, digest=content_hash(got.session, got.chunks, summary.summarizer))
                     fp = None
-                got = finish(got, summary, distilled_at=distilled_at, link_for=store.link_for, skills_for=skills_for)
+                yield sid, fp, guarded(sid, partial(render_and_commit, got, summary))
+                continue
             yield sid, fp, guarded(sid, partial(commit, got, settings=settings, store=store))
         window.clear()
 
