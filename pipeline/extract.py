@@ -24,7 +24,7 @@ import shutil
 import sqlite3
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -319,7 +319,6 @@ class HermesDB:
         self, root: _Row, segments: list[_Row], messages: list[Message], usage_rows: list[sqlite3.Row],
         problems: list[str],
     ) -> Session:
-        tip = segments[-1]
         usage = tuple(
             ModelUsage(
                 model=u["model"] or "", provider=u["billing_provider"] or None, task=_get(u, "task") or "",
@@ -329,35 +328,11 @@ class HermesDB:
             )
             for u in usage_rows
         )
-
-        def total(col: str) -> int:
-            return sum(int(s.data.get(col) or 0) for s in segments)
-
-        costs = [s.data.get("actual_cost_usd") or s.data.get("estimated_cost_usd") for s in segments]
-        known = [float(c) for c in costs if c is not None]
-        d = root.data
         return Session(
             id=root.id,
-            source=d.get("source") or "unknown",
             origin="hermes-state",
-            title=d.get("title"),
-            title_source=d.get("title_source"),
-            model=tip.data.get("model") or d.get("model"),
-            provider=tip.data.get("billing_provider") or d.get("billing_provider"),
-            started_at=_dt(d.get("started_at")),
-            ended_at=_dt(tip.data.get("ended_at")),
-            last_active_at=_dt(max(_last_active(s) for s in segments)),
-            end_reason=tip.data.get("end_reason"),
-            cwd=d.get("cwd") or tip.data.get("cwd"),
-            git_branch=d.get("git_branch") or tip.data.get("git_branch"),
-            git_repo_root=d.get("git_repo_root"),
-            profile=d.get("profile_name"),
-            input_tokens=total("input_tokens"),
-            output_tokens=total("output_tokens"),
-            cache_read_tokens=total("cache_read_tokens"),
-            cache_write_tokens=total("cache_write_tokens"),
-            reasoning_tokens=total("reasoning_tokens"),
-            cost_usd=sum(known) if known else None,
+            **session_fields(root.data, [s.data for s in segments],
+                             last_active=max(_last_active(s) for s in segments)),
             usage=usage,
             lineage=self._lineage(root, segments),
             messages=tuple(messages),
@@ -366,6 +341,47 @@ class HermesDB:
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def session_fields(
+    root: Mapping[str, Any], segments: Sequence[Mapping[str, Any]], *, last_active: Any = None,
+    to_dt: Callable[[Any], datetime | None] | None = None,
+) -> dict[str, Any]:
+    """``Session`` fields from Hermes ``sessions`` columns, for one session or a compression chain.
+
+    Shared by the state.db reader and the JSONL-export reader, which carry the same columns: the
+    root names the logical session, the tip says how it ended, counters add up over segments.
+    """
+    to_dt = to_dt or _dt
+    tip = segments[-1]
+
+    def total(col: str) -> int:
+        return sum(int(s.get(col) or 0) for s in segments)
+
+    costs = [s.get("actual_cost_usd") or s.get("estimated_cost_usd") for s in segments]
+    known = [float(c) for c in costs if c is not None]
+    return {
+        "source": root.get("source") or "unknown",
+        "title": root.get("title"),
+        "title_source": root.get("title_source"),
+        "model": tip.get("model") or root.get("model"),
+        "provider": tip.get("billing_provider") or root.get("billing_provider"),
+        "started_at": to_dt(root.get("started_at")),
+        "ended_at": to_dt(tip.get("ended_at")),
+        "last_active_at": to_dt(last_active),
+        "end_reason": tip.get("end_reason"),
+        "cwd": root.get("cwd") or tip.get("cwd"),
+        "git_branch": root.get("git_branch") or tip.get("git_branch"),
+        "git_repo_root": root.get("git_repo_root"),
+        "profile": root.get("profile_name"),
+        "input_tokens": total("input_tokens"),
+        "output_tokens": total("output_tokens"),
+        "cache_read_tokens": total("cache_read_tokens"),
+        "cache_write_tokens": total("cache_write_tokens"),
+        "reasoning_tokens": total("reasoning_tokens"),
+        "cost_usd": sum(known) if known else None,
+    }
+
 
 HARNESS_PREFIXES = (
     "Review the conversation above and update the skill library",

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.decode import decode_row
-from pipeline.extract import strip_harness
+from pipeline.extract import session_fields, strip_harness
 from pipeline.models import Lineage, Message, Session
 from pipeline.sources._common import iter_json_lines, parse_ts, read_text, to_datetime
 
@@ -93,33 +93,11 @@ def _session(chain: list[dict[str, Any]], problems: list[str]) -> Session:
     multi = len(chain) > 1  # segments only matter for a merged compression chain
     messages = strip_harness([m for seg in chain for m in _messages(seg, problems, str(seg["id"]) if multi else None)])
     markers = _markers(root)
-
-    def total(key: str) -> int:
-        return sum(int(seg.get(key) or 0) for seg in chain)
-
-    costs = [seg.get("actual_cost_usd") or seg.get("estimated_cost_usd") for seg in chain]
     return Session(
         id=str(root["id"]),
-        source=str(root.get("source") or "cli"),
         origin=ORIGIN,
-        title=root.get("title") or tip.get("title"),
-        title_source=root.get("title_source"),
-        model=tip.get("model") or root.get("model"),
-        provider=tip.get("billing_provider"),
-        started_at=to_datetime(parse_ts(root.get("started_at"))),
-        ended_at=to_datetime(parse_ts(tip.get("ended_at"))),
-        last_active_at=to_datetime(parse_ts(tip.get("last_activity_at") or tip.get("last_active"))),
-        end_reason=tip.get("end_reason"),
-        cwd=root.get("cwd"),
-        git_branch=root.get("git_branch"),
-        git_repo_root=root.get("git_repo_root"),
-        profile=root.get("profile_name"),
-        input_tokens=total("input_tokens"),
-        output_tokens=total("output_tokens"),
-        cache_read_tokens=total("cache_read_tokens"),
-        cache_write_tokens=total("cache_write_tokens"),
-        reasoning_tokens=total("reasoning_tokens"),
-        cost_usd=sum(c for c in costs if c) if any(costs) else None,
+        **session_fields(root, chain, last_active=tip.get("last_activity_at") or tip.get("last_active"),
+                         to_dt=lambda v: to_datetime(parse_ts(v))),
         lineage=Lineage(
             parent=None if len(chain) > 1 and root.get("parent_session_id") is None else root.get("parent_session_id"),
             segments=tuple(str(s["id"]) for s in chain) if len(chain) > 1 else (),
