@@ -44,6 +44,7 @@ def check_gates(run: EvalRun) -> list[str]:
         if floor is not None and t["file_precision"] is not None and t["file_precision"] < floor:
             failed.append(f"{name}: output-file precision {t['file_precision']:.2f} < measured floor {floor}")
         floor = DECISION_RECALL_FLOOR.get(name)
-        if floor is not None and (t["decision_recall_keyword"] or 0) < floor:
+        # None: no selected session has gold decisions (a --case run), so there is nothing to hold.
+        if floor is not None and t["decision_recall_keyword"] is not None and t["decision_recall_keyword"] < floor:
             failed.append(f"{name}: decision recall {t['decision_recall_keyword']:.2f} < measured floor {floor}")
     return failed

@@ -5,7 +5,8 @@ parameter (the recorded LLM judge, or ``keyword_judge``). Inputs are the pipelin
 (``SessionSummary``, ``Facts``, the rendered note text) plus the hand-written ``Gold``.
 
 "Summary text" below means the text a summariser wrote: title, goal, each phase's title, asks and
-"done" text, each decision's choice, rationale and rejected options, and the open items. It
+"done" text, each decision's choice, rationale and rejected options, the open items, and each
+error with its fix. It
 excludes the sections the renderer fills from ``Facts`` (output files, frontmatter numbers),
 which come from the transcript by construction and so cannot be unfaithful.
 """
@@ -25,14 +26,20 @@ from pipeline.models import Facts, Session, SessionSummary
 # --------------------------------------------------------------------------- shared helpers
 
 
-def summary_text(summary: SessionSummary) -> str:
-    """The text a summariser wrote (see the module docstring), one piece per line."""
+def summary_text(summary: SessionSummary, *, errors: bool = True) -> str:
+    """The text a summariser wrote (see the module docstring), one piece per line.
+
+    ``errors=False`` leaves out the errors section: decision recall is judged on what the summary
+    says was done and chosen, and the recorded judge cassettes hold exactly that text.
+    """
     parts: list[str] = [summary.title or "", summary.goal]
     for p in summary.phases:
         parts += [p.title, *p.asks, p.done]
     for d in summary.decisions:
         parts += [d.choice, d.rationale, *d.rejected]
     parts += list(summary.open_items)
+    for e in summary.errors if errors else ():
+        parts += [e.error, e.fix]
     return "\n".join(x for x in parts if x)
 
 
@@ -141,11 +148,11 @@ def decision_recall(summary: SessionSummary, gold: Gold, judge: Judge = keyword_
     """Share of gold decisions the summary states, per ``judge``; ``None`` when gold has none.
 
     The judge sees one gold decision and the whole summary text (not only the decisions list: a
-    decision stated in a phase's "done" text is still stated).
+    decision stated in a phase's "done" text is still stated), without the errors section.
     """
     if not gold.decisions:
         return None, []
-    text = summary_text(summary)
+    text = summary_text(summary, errors=False)
     hits = [bool(judge(d, text)) for d in gold.decisions]
     return sum(hits) / len(hits), hits
 
@@ -253,9 +260,36 @@ def primary_language(tag: str | None) -> str:
     return re.split(r"[-_]", (tag or "").strip().lower(), maxsplit=1)[0]
 
 
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+_LATIN_WORD = re.compile(r"[A-Za-z\u00c0-\u024f]{2,}")
+_CJK_LANGUAGES = {"zh", "ja", "ko"}
+
+
+def written_script_matches(summary: SessionSummary, gold: Gold) -> bool:
+    """The prose is in gold's script: CJK for zh/ja/ko sessions, alphabetic for the rest.
+
+    Counted over the summary text without the title (the session's own, in any language), with
+    code spans, URLs and paths removed (identifiers are English in every language). One CJK
+    character counts as one unit and so does one alphabetic word of 2+ letters, since each carries
+    about a word's meaning. A CJK session needs at least as many CJK units as alphabetic ones; any
+    other session at most one CJK unit per five words. Under 10 units in all: not judged (True).
+    Independent of ``pipeline.lang`` on purpose, so the metric does not share the guard's blind spots.
+    """
+    text = summary_text(summary.model_copy(update={"title": None}))
+    text = _PATH.sub(" ", _URLISH.sub(" ", _CODE_SPAN.sub(" ", text)))
+    cjk, words = len(_CJK.findall(text)), len(_LATIN_WORD.findall(text))
+    if cjk + words < 10:
+        return True
+    if primary_language(gold.language) in _CJK_LANGUAGES:
+        return cjk >= words
+    return cjk * 5 <= words
+
+
 def language_match(summary: SessionSummary, gold: Gold) -> bool:
-    """The summary's language has gold's primary subtag (``zh-TW`` gold matches ``zh``)."""
-    return primary_language(summary.language) == primary_language(gold.language)
+    """The summary is tagged with gold's primary subtag (``zh-TW`` gold matches ``zh``) and its
+    prose is written in that language's script (``written_script_matches``)."""
+    tag_ok = primary_language(summary.language) == primary_language(gold.language)
+    return tag_ok and written_script_matches(summary, gold)
 
 
 # --------------------------------------------------------------------------- secrets

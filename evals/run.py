@@ -104,7 +104,7 @@ def score(p: Prepared, summary: SessionSummary, usage: dict[str, Any], summarise
     if usage.get("notices"):
         values["notices"] = usage["notices"]
     if llm_judge is not None and p.gold.decisions and llm_judge.has(summariser, p.gold.id):
-        hits = llm_judge.judge_all(summariser, p.gold.id, list(p.gold.decisions), M.summary_text(summary))
+        hits = llm_judge.judge_all(summariser, p.gold.id, list(p.gold.decisions), M.summary_text(summary, errors=False))
         values["decision_recall_llm"], values["decision_hits_llm"] = sum(hits) / len(hits), hits
     return values
 

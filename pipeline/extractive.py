@@ -39,12 +39,15 @@ from pipeline.models import (
     Message,
     Phase,
     PhaseOutcome,
+    Problem,
     Session,
     SessionSummary,
 )
 from pipeline.turns import _kind, _live, _prose, _replies, _sentences, _until_closer
 
 MAX_ASK = 300
+#: Errors listed in a note: the first ones the session hit (facts keep up to 20 for search).
+MAX_ERRORS = 6
 MAX_PHASE_SPLITS = 6
 
 _ACK_PREFIX = re.compile(r"^(?:(?:ok(?:ay)?|nice|great|thanks|thank you|cool|perfect|good|好的|好|谢谢)[\s,.!。，！]+)+",
@@ -317,6 +320,7 @@ def summarise_extractive(
         decisions=tuple(decision_candidates(session.messages)[:12]),
         output_files=tuple(facts.output_files),
         open_items=tuple(open_items(session)),
+        errors=tuple(Problem(error=e) for e in facts.errors[:MAX_ERRORS]),
         end_state=infer_end_state(session, facts),
         language=lang,
         tags=tuple(_tags(session, facts)),

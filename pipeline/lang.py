@@ -64,6 +64,7 @@ _SCRIPTS: tuple[tuple[str, str], ...] = (
     ("\u0e00", "\u0e7f", "th"),
 )
 _UK_LETTERS = set("іїєґІЇЄҐ")
+_UK_RE = re.compile("[" + "".join(sorted(_UK_LETTERS)) + "]")
 
 # Only frequent function words, and (mostly) ones that do not collide across these languages;
 # shared words like "que"/"para" would only add noise to the vote.
@@ -142,10 +143,14 @@ def _tally(texts: Iterable[str]) -> _Tally:
         t.units["zh"] += len(_HAN.findall(text))
         t.units["ja"] += len(_KANA.findall(text))
         t.units["ko"] += len(_HANGUL.findall(text))
-        t.uk += sum(1 for ch in text if ch in _UK_LETTERS)
-        for ch, code in _DIACRITICS.items():
-            t.diacritics[code] += text.count(ch)
+        if not text.isascii():  # ASCII text has no Ukrainian letters, no diacritics, only Latin words
+            t.uk += len(_UK_RE.findall(text))
+            for ch, code in _DIACRITICS.items():
+                t.diacritics[code] += text.count(ch)
         for word in _WORD.findall(text):
+            if word.isascii():
+                t.latin[word.lower()] += 1
+                continue
             first = word[0]
             for lo, hi, code in _SCRIPTS:
                 if lo <= first <= hi:
@@ -208,6 +213,17 @@ def _latin(words: Counter[str], diacritics: Counter[str]) -> str | None:
     if best != "en" and (scores[best] < 2 or scores[best] < 1.2 * scores["en"]):
         return "en"
     return best
+
+
+def written_language(texts: Iterable[str]) -> str | None:
+    """``guess_language``, but ``None`` for Latin-script text without a single function word or
+    telling diacritic: "stub done" or "Fixed build" is too little to say which language it is in."""
+    t = _tally(texts)
+    code = _decide(t)
+    if code in _STOPWORDS and not any(t.diacritics.values()):
+        if not any(word in stop for stop in _STOPWORDS.values() for word in t.latin):
+            return None
+    return code
 
 
 def detect_language(texts: Iterable[str], default: str = "en") -> str:

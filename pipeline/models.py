@@ -191,6 +191,13 @@ class Phase(_Frozen):
     generation: int = 0
 
 
+class Problem(_Frozen):
+    """An error the session hit, and how it was fixed (empty when it was not, or nobody said)."""
+
+    error: str
+    fix: str = ""
+
+
 class SessionSummary(_Frozen):
     """The fixed structure every summariser fills (extractive or LLM)."""
 
@@ -200,6 +207,7 @@ class SessionSummary(_Frozen):
     decisions: tuple[Decision, ...] = ()
     output_files: tuple[str, ...] = ()
     open_items: tuple[str, ...] = ()
+    errors: tuple[Problem, ...] = Field((), description="Errors hit and their fixes.")
     end_state: EndState = "unknown"
     language: str = "en"
     tags: tuple[str, ...] = ()

@@ -18,15 +18,16 @@ import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from jinja2 import FileSystemLoader, StrictUndefined
-from jinja2.sandbox import SandboxedEnvironment
 
 import pipeline
 from pipeline.models import Facts, Note, Session, SessionSummary
 from pipeline.resources import data_dir
+
+if TYPE_CHECKING:
+    from jinja2.sandbox import SandboxedEnvironment
 
 TEMPLATE = "session.md.j2"
 SLUG_MAX = 50
@@ -72,7 +73,7 @@ def section_labels(key: str) -> frozenset[str]:
 
 def generated_section_labels() -> frozenset[str]:
     """Every H2 label the template can emit, in any language, casefolded."""
-    keys = ("goal", "summary", "decisions", "output_files", "open_items", "lineage", "skills", "notes")
+    keys = ("goal", "summary", "decisions", "errors", "output_files", "open_items", "lineage", "skills", "notes")
     return frozenset().union(*(section_labels(k) for k in keys))
 
 
@@ -144,7 +145,9 @@ def md_block(text: object) -> str:
 
 def md_code(text: object) -> str:
     """A code span that survives backticks in the value (CommonMark: a longer fence)."""
-    value = " ".join(_clean(str(text)).split())
+    # A code span is inert in CommonMark, but gbrain splits at its sentinel anywhere and Obsidian's
+    # %% comments are matched before code spans in some views: break both, they are never meaningful here.
+    value = " ".join(_clean(str(text)).split()).replace(_SENTINEL, _SENTINEL_IN_CODE).replace("%%", "%\u200b%")
     longest = max((len(run) for run in re.findall(r"`+", value)), default=0)
     ticks = "`" * (longest + 1)
     pad = " " if value.startswith("`") or value.endswith("`") else ""
@@ -155,7 +158,11 @@ def md_code(text: object) -> str:
 def _env() -> SandboxedEnvironment:
     # Sandboxed + StrictUndefined: a template typo fails loudly, and templates cannot reach
     # Python internals. Autoescape is off because the output is Markdown, not HTML; the
-    # md_* filters do the escaping that matters here.
+    # md_* filters do the escaping that matters here. Imported here: a run that renders nothing
+    # (every note current) never needs jinja2.
+    from jinja2 import FileSystemLoader, StrictUndefined
+    from jinja2.sandbox import SandboxedEnvironment
+
     env = SandboxedEnvironment(
         loader=FileSystemLoader(str(data_dir("templates"))),
         undefined=StrictUndefined,
@@ -325,6 +332,7 @@ def render_note(
         decisions=list(summary.decisions),
         output_files=output_files,
         open_items=list(summary.open_items),
+        errors=list(summary.errors),
         lineage=_unique_pairs(related),
         skills=list(skills),
     )

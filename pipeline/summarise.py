@@ -15,6 +15,10 @@ Pipeline per session:
 4. **Ground**: deterministic ``Facts`` are the authority. A file the model names that appears
    nowhere in the session is dropped and counted (``hallucinations_dropped``); the end state is
    ``endstate.infer_end_state``, and no phase may claim "done" when the session ends unresolved.
+5. **Language guard**: the prose the model wrote must be in the session's language (or
+   ``--lang``). Small models answer a Chinese session in English although the prompt says
+   Chinese, and translating the session's words invents claims it never made ("上传/预览" became
+   the path-shaped "upload/preview"); such a session gets the extractive summary, reported.
 
 Validated chunk and reduce outputs are cached (``pipeline/cache.py``), keyed by the rendered
 prompt, prompt version, model and schema. Any failure falls back to the extractive summary for
@@ -24,6 +28,7 @@ that session and is reported; a budget stop does the same for all remaining sess
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -31,12 +36,30 @@ from pydantic import BaseModel
 
 from pipeline.cache import SummaryCache, cache_key, canonical_json, schema_hash
 from pipeline.config import Settings
+from pipeline.lang import written_language
 from pipeline.llm import BudgetExceeded, LLMClient
-from pipeline.models import Chunk, Decision, Facts, Message, Phase, RunReport, Session, SessionSummary
+from pipeline.models import (
+    Chunk,
+    Decision,
+    Facts,
+    Message,
+    Phase,
+    Problem,
+    RunReport,
+    Session,
+    SessionSummary,
+)
 from pipeline.prompts import load_prompt
 from pipeline.redact import redact_chunk, redact_session
 from pipeline.shaping import defence, defence_obj, grounding_text, shape_transcript
-from pipeline.summary_schema import SCHEMA_VERSION, ChunkSummary, DecisionOut, FileOut, ReduceSummary
+from pipeline.summary_schema import (
+    SCHEMA_VERSION,
+    ChunkSummary,
+    DecisionOut,
+    ErrorFix,
+    FileOut,
+    ReduceSummary,
+)
 
 CHUNK_MAX_TOKENS = 1024
 REDUCE_MAX_TOKENS = 768
@@ -123,6 +146,38 @@ def ground_files(named: Sequence[FileOut], facts: Facts, haystack: str) -> tuple
     return kept, dropped
 
 
+_TOKEN = re.compile(r"[^\W_]{3,}|[\u3400-\u9fff]")
+MAX_ERRORS = 6
+
+
+def _grounded_share(text: str, haystack: str) -> float:
+    """The share of ``text``'s words (3+ letters; each CJK character) found in ``haystack``."""
+    words = _TOKEN.findall(text.lower())
+    return sum(w in haystack for w in words) / len(words) if words else 0.0
+
+
+def ground_errors(named: Sequence[ErrorFix], facts: Facts, haystack: str) -> tuple[list[Problem], int]:
+    """Errors the model reported that the session shows, with their fixes, then the ones ``Facts`` found.
+
+    The model's error must be mostly made of the session's words (≥ 0.6 of them), since an error
+    string is something the session printed, not a paraphrase; a fix is the model's own account and
+    is kept with its error. Returns (problems, how many the model named that were dropped).
+    """
+    out: list[Problem] = []
+    dropped: set[str] = set()  # distinct texts: one invented error named by every chunk counts once
+    for e in named:
+        if _grounded_share(e.error, haystack) >= 0.6:
+            if not any(p.error.lower() == e.error.lower() for p in out):
+                out.append(Problem(error=e.error.strip(), fix=e.fix.strip()))
+        else:
+            dropped.add(e.error.strip().lower())
+    for error in facts.errors:
+        low = error.lower()
+        if not any(p.error.lower() in low or low in p.error.lower() for p in out):
+            out.append(Problem(error=error))
+    return out[:MAX_ERRORS], len(dropped)
+
+
 def _output_files(facts: Facts, kept: Sequence[FileOut]) -> list[str]:
     out = list(facts.output_files)
     norm = [_norm(p) for p in out]
@@ -140,6 +195,30 @@ def _guard_outcome(outcome: str, end_state: str, last: bool) -> str:
     if last and outcome == "done" and end_state in ("unresolved", "failed"):
         return "failed" if end_state == "failed" else "partial"
     return outcome
+
+
+class WrongLanguage(ValueError):
+    """The model wrote its summary in another language than the one asked for."""
+
+
+def model_prose(summary: SessionSummary) -> str:
+    """The text the model wrote (not the session's own title, which may be in any language)."""
+    parts = [summary.goal]
+    for ph in summary.phases:
+        parts += [ph.title, ph.done, *ph.asks]
+    for d in summary.decisions:
+        parts += [d.choice, d.rationale]
+    parts += list(summary.open_items)
+    parts += [e.fix for e in summary.errors]  # the errors themselves are the session's own text
+    return "\n".join(p for p in parts if p)
+
+
+def check_language(summary: SessionSummary, lang: str) -> None:
+    """Raise ``WrongLanguage`` when the model's prose is clearly in another language than ``lang``."""
+    wanted = lang.split("-")[0].lower()
+    written = written_language([model_prose(summary)])
+    if written is not None and written != wanted:
+        raise WrongLanguage(f"the model wrote {written}, not {wanted}")
 
 
 def _decision(d: DecisionOut) -> Decision:
@@ -202,6 +281,10 @@ async def asummarise_llm(
         if str(e) not in report.notices:
             report.notices.append(str(e))
         return _fallback(session, chunks, facts, lang)
+    except WrongLanguage as e:
+        report.fallbacks += 1
+        report.notices.append(f"session {session.id}: {e}; used the extractive summary")
+        return _fallback(session, chunks, facts, lang)
     except Exception as e:  # any model/transport/validation failure: this session goes extractive
         report.fallbacks += 1
         cause = e.__cause__ or e
@@ -255,6 +338,7 @@ async def _summarise(
     haystack = grounding_text(session, chunks)
     kept, dropped = ground_files([f for p in parts for f in p.files], facts, haystack)
     output_files = _output_files(facts, kept)
+    errors, errors_dropped = ground_errors([e for p in parts for e in p.errors], facts, haystack)
 
     system, user = reduce_prompt.render(
         parts=[defence_obj(p.model_dump()) for p in parts],
@@ -289,13 +373,15 @@ async def _summarise(
         decisions=tuple(_decision(d) for d in unique[:12]),
         output_files=tuple(output_files),
         open_items=tuple(dict.fromkeys(open_items)),
+        errors=tuple(errors),
         end_state=end_state,  # type: ignore[arg-type]
         language=lang,
         tags=tuple(dict.fromkeys(t.strip().lower() for t in reduced.tags if t.strip())),
         projects=tuple(dict.fromkeys(p.strip() for p in reduced.projects if p.strip())),
         summarizer=client.model,
     )
-    return summary, hits, len(dropped)
+    check_language(summary, lang)
+    return summary, hits, len(dropped) + errors_dropped
 
 
 def summarise_llm(

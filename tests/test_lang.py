@@ -75,3 +75,12 @@ def test_session_language_asks_the_assistant_when_user_prose_is_scarce() -> None
     ask = "Por que os testes não funcionam depois do merge? Você pode corrigir isso e fazer o commit"
     assert session_language([ask], replies * 5) == "pt"
     assert session_language([], [], default="de") == "de"
+
+
+def test_written_language_needs_evidence_for_latin_text() -> None:
+    from pipeline.lang import written_language
+
+    assert written_language(["stub goal", "stub phase title"]) is None  # no function word: can't tell
+    assert written_language(["Fixed the build and ran the tests"]) == "en"
+    assert written_language(["Corrigi o build do projeto e agora funciona"]) == "pt"
+    assert written_language(["修复了构建问题，测试全部通过"]) == "zh"

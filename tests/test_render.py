@@ -10,7 +10,7 @@ import frontmatter
 import pytest
 
 import pipeline
-from pipeline.models import Decision, Facts, FileTouch, Lineage, Phase, Session, SessionSummary
+from pipeline.models import Decision, Facts, FileTouch, Lineage, Phase, Problem, Session, SessionSummary
 from pipeline.render import (
     GENERATED_KEYS,
     headings_for,
@@ -88,6 +88,10 @@ def make_summary(**kw: Any) -> SessionSummary:
         ),
         "output_files": ("src/reader.py",),
         "open_items": ("add a regression test",),
+        "errors": (
+            Problem(error="sqlite3.OperationalError: database is locked", fix="Opened the db read-only with a busy timeout."),
+            Problem(error="disk I/O error"),
+        ),
         "end_state": "resolved",
         "tags": ("sqlite", "Bug Fix"),
         "projects": ("distill",),
@@ -287,11 +291,15 @@ def test_body_sections_in_order() -> None:
         "### 1. Reproduce",
         "### 2. Fix",
         "## Key decisions",
+        "## Errors and fixes",
         "## Output files",
         "## Open items",
         "## Notes",
     ]
     assert "- Copy then read — avoids lock races; rejected: ro open" in body
+    assert ("- `sqlite3.OperationalError: database is locked` — fix: Opened the db read-only with a busy timeout."
+            in body)
+    assert "- `disk I/O error`\n" in body
     assert "- `src/reader.py`" in body
     assert "- [ ] add a regression test" in body
     assert "**Outcome:** partial" in body
@@ -320,6 +328,7 @@ def test_chinese_headings() -> None:
         "## 目标",
         "## 会话摘要",
         "## 关键决策",
+        "## 错误与修复",
         "## 产出文件",
         "## 待办事项",
         "## 会话谱系",
@@ -356,6 +365,7 @@ def test_session_text_cannot_add_structure() -> None:
         phases=(Phase(title="## phase", asks=(hostile,), done=hostile),),
         decisions=(Decision(choice=hostile, rationale=hostile, rejected=(hostile,)),),
         open_items=(hostile,),
+        errors=(Problem(error=hostile, fix=hostile), Problem(error="`x` ``y`` \n## z")),
     )
     body = render(summary=summary).body
     lines = outside_fences(body)
@@ -366,17 +376,20 @@ def test_session_text_cannot_add_structure() -> None:
         "## Summary",
         "### 1. \\## phase",
         "## Key decisions",
+        "## Errors and fixes",
         "## Output files",
         "## Open items",
         "## Notes",
     ]
     assert "<!-- timeline -->" not in body
     assert not any(line.startswith("--- timeline ---") for line in lines)  # gbrain's other sentinel
-    assert "<!--" not in body.replace("`<!-- x -->`", "")
+    # Code spans are literal in CommonMark (`<!--` or `#tag` inside one opens nothing): check the prose.
+    prose = re.sub(r"(?<!`)(`+)(?!`).+?(?<!`)\1(?!`)", "", body)
+    assert "<!--" not in prose
     assert "%%" not in body
     assert not any(re.fullmatch(r" {0,3}([-=*_] *)+", line) for line in lines if line)
     assert "`# code span`" in body and "`<!-- x -->`" in body
-    assert " #oops" not in body and "\\#oops" in body
+    assert " #oops" not in prose and "\\#oops" in body
 
 
 def test_fenced_code_is_kept_and_closed() -> None:

@@ -214,3 +214,52 @@ def test_ground_files_by_facts_suffix_or_text():
     ]
     kept, dropped = ground_files(named, facts, "we read docs/guide.md first")
     assert [f.path for f in kept] == ["src/x.py", "docs/guide.md"] and dropped == ["made/up.py"]
+
+
+# --------------------------------------------------------------------------- errors and language
+
+
+def test_errors_keep_the_models_fix_and_drop_invented_ones(settings):
+    session, chunks, facts = F.ledger(2)
+    facts = facts.model_copy(update={"errors": ("E   ModuleNotFoundError: No module named 'ledger.export'",
+                                                "OSError: disk full")})
+    chunk = {**Scripted().chunk, "errors": [
+        {"error": "ModuleNotFoundError: No module named 'ledger.export'", "fix": "Created src/ledger/export.py."},
+        {"error": "PermissionError: cannot write /etc/ledger.conf", "fix": "Ran it with sudo."},  # never happened
+    ]}
+    report = RunReport()
+    s = summarise.summarise_llm(session, chunks, facts, settings, Scripted(chunk=chunk), None, report)
+    assert [(e.error, e.fix) for e in s.errors] == [
+        ("ModuleNotFoundError: No module named 'ledger.export'", "Created src/ledger/export.py."),
+        ("OSError: disk full", ""),  # found by facts, not by the model: listed without a fix
+    ]
+    assert report.hallucinations_dropped == 1 + 1  # imaginary.py (once per session) + the invented error
+
+
+def test_an_answer_in_the_wrong_language_falls_back(settings):
+    """A Chinese session answered in English gets the extractive summary, and the run says why."""
+    session, chunks, facts = F.ledger(1)
+    facts = facts.model_copy(update={"language": "zh"})
+    chunk = {**Scripted().chunk, "done": "Wrote the exporter with the standard csv module and ran the tests again."}
+    report = RunReport()
+    s = summarise.summarise_llm(session, chunks, facts, settings, Scripted(chunk=chunk), None, report)
+    assert s.summarizer == "extractive" and s.language == "zh"
+    assert report.fallbacks == 1 and "the model wrote en, not zh" in report.notices[0]
+
+
+def test_an_answer_in_the_session_language_is_kept(settings):
+    session, chunks, facts = F.ledger(1)
+    facts = facts.model_copy(update={"language": "zh"})
+    chunk = {**Scripted().chunk, "phase_title": "CSV 导出", "asked": ["导出 CSV 报表"],
+             "done": "用标准库 csv 模块编写了导出器，并重新运行了测试，全部通过。"}
+
+    class Chinese(Scripted):
+        async def structured(self, response_model, system, user, *, max_tokens):
+            if response_model is ReduceSummary:
+                self.usage.calls += 1
+                return ReduceSummary(title="CSV 导出", goal="把账本报表导出为 CSV 文件。")
+            return await super().structured(response_model, system, user, max_tokens=max_tokens)
+
+    report = RunReport()
+    s = summarise.summarise_llm(session, chunks, facts, settings, Chinese(chunk=chunk), None, report)
+    assert s.summarizer == "openai/scripted" and report.fallbacks == 0
