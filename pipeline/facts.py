@@ -32,6 +32,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any, TypeGuard
 
 from pipeline.lang import session_language
@@ -106,15 +107,24 @@ class _Touches:
 
 
 def parse_result(message: Message | None) -> dict[str, Any] | None:
-    """A tool result's JSON object, or None when it is plain text."""
-    text = (message.content if message else "").strip()
-    if not text.startswith("{"):
+    """A tool result's JSON object, or None when it is plain text. Callers must not mutate it."""
+    text = message.content if message else ""
+    if not text.lstrip().startswith("{"):
         return None
+    return _parse_object(text)
+
+
+@lru_cache(maxsize=256)
+def _parse_object(text: str) -> dict[str, Any] | None:
+    # Cached: each result is asked about several times (failed? errors? which file?) per session.
     try:
         data = json.loads(text)
     except ValueError:
         return None
     return data if isinstance(data, dict) else None
+
+
+_EXIT_LINE = re.compile(r"^Exit code:? (-?\d+)", re.M)
 
 
 def _exit_code(result: dict[str, Any] | None, text: str) -> int | None:
@@ -123,7 +133,9 @@ def _exit_code(result: dict[str, Any] | None, text: str) -> int | None:
         code = result.get("exit_code", meta.get("exit_code") if isinstance(meta, dict) else None)
         if isinstance(code, int):
             return code
-    m = re.search(r"^Exit code:? (-?\d+)", text, re.M)  # Codex and Claude Code plain-text results
+    if "xit code" not in text:
+        return None
+    m = _EXIT_LINE.search(text)  # Codex and Claude Code plain-text results
     return int(m.group(1)) if m else None
 
 

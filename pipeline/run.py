@@ -207,14 +207,21 @@ def commit(draft: Draft, *, settings: Settings, store: object) -> SessionResult:
 
 
 def skills_lookup(settings: Settings) -> Callable[[str], Sequence[str]]:
-    """Session id → published skills it was evidence for (a note's ``skills:``), read once."""
-    from pipeline.skills import SkillStore
+    """Session id → published skills it was evidence for (a note's ``skills:``), read once, when first asked."""
+    by_session: dict[str, list[str]] | None = None
 
-    by_session: dict[str, list[str]] = {}
-    for name, record in SkillStore(settings.out, settings.home).published().items():
-        for sid in record.get("evidence", []):
-            by_session.setdefault(sid, []).append(name)
-    return lambda sid: sorted(by_session.get(sid, ()))
+    def lookup(sid: str) -> Sequence[str]:
+        nonlocal by_session
+        if by_session is None:
+            from pipeline.skills import SkillStore
+
+            by_session = {}
+            for name, record in SkillStore(settings.out, settings.home).published().items():
+                for evidence_id in record.get("evidence", []):
+                    by_session.setdefault(evidence_id, []).append(name)
+        return sorted(by_session.get(sid, ()))
+
+    return lookup
 
 
 def distill_session(
@@ -254,16 +261,20 @@ def run(
     With no ``summarise`` given, the summariser follows ``settings.summarizer``: a model when one
     is configured or embedded (see ``pipeline.llmrun``), else the extractive summariser.
     """
-    from pipeline.extractive import summarise_extractive
-    from pipeline.llmrun import llm_for, windowed
     from pipeline.write import NoteStore
 
     started = time.perf_counter()
     report = RunReport(db=None if settings.inputs else str(settings.db), out=str(settings.out),
                        summarizer=summariser_id, dry_run=settings.dry_run)
-    llm = llm_for(settings, report) if summarise is None else None
+    llm = None
+    if summarise is None and settings.summarizer != "extractive":
+        # Imported only when a model may be used: a nightly re-run with nothing new to distill
+        # should not pay for asyncio, litellm or the extractive rules (see evals/bench_core.py).
+        from pipeline.llmrun import llm_for
+
+        llm = llm_for(settings, report)
     builtin = summarise is None and llm is None
-    summarise = summarise or summarise_extractive
+    summarise = summarise or _extractive_summary
     if llm is not None:
         summariser_id = report.summarizer = llm.summariser_id
     now = datetime.now(UTC)
@@ -289,6 +300,8 @@ def run(
             load = partial(_load, db, settings=settings, store=store, seen=seen, summariser_id=summariser_id)
         jobs = _worker_count(settings, builtin=builtin, sessions=len(ids))
         if llm is not None:
+            from pipeline.llmrun import windowed
+
             results = windowed(((ids[i], *load(ids[i])) for i in steps), llm, settings=settings, store=store,
                                distilled_at=now, guarded=_guarded)
         elif jobs > 1:
@@ -445,6 +458,11 @@ def _extractive() -> Summariser:
     from pipeline.extractive import summarise_extractive
 
     return summarise_extractive
+
+
+def _extractive_summary(session: Session, chunks: list[Chunk], facts: Facts) -> SessionSummary:
+    """The extractive summariser, imported on first use."""
+    return _extractive()(session, chunks, facts)
 
 
 def _worker_count(settings: Settings, *, builtin: bool, sessions: int) -> int:

@@ -30,6 +30,7 @@ import posixpath
 import re
 import shlex
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
 from pipeline.models import FileAction
@@ -159,8 +160,24 @@ def _sed_files(args: list[str]) -> list[str]:
     return files
 
 
+#: A command can change a file only through a redirect or one of these words (also inside ``sh -c``).
+_MAYBE_FILE_OP = re.compile(r">|\b(?:mv|cp|rm|unlink|touch|tee|sed)\b")
+
+
 def shell_file_ops(command: str, workdir: str | None = None) -> list[tuple[str, FileAction, str | None]]:
     """File effects of a shell command: (path as written, action, base dir it is relative to)."""
+    if not _MAYBE_FILE_OP.search(command):
+        return []  # most commands (tests, builds, greps) touch no file: skip tokenising them
+    return list(_shell_file_ops(command, workdir))
+
+
+@lru_cache(maxsize=1024)
+def _shell_file_ops(command: str, workdir: str | None) -> tuple[tuple[str, FileAction, str | None], ...]:
+    # Cached: facts and the extractive phases both walk a session's commands.
+    return tuple(_file_ops(command, workdir))
+
+
+def _file_ops(command: str, workdir: str | None) -> list[tuple[str, FileAction, str | None]]:
     ops: list[tuple[str, FileAction, str | None]] = []
     base = workdir
     for words, redirects in _segments(_tokens(command)):
@@ -173,7 +190,7 @@ def shell_file_ops(command: str, workdir: str | None = None) -> list[tuple[str, 
         if cmd == "git" and args[:1] in (["mv"], ["rm"]):
             cmd, args = args[0], args[1:]
         if cmd in _SHELLS and args and args[0] in ("-c", "-lc", "-ec") and len(args) > 1:
-            ops.extend(shell_file_ops(args[1], base))
+            ops.extend(_file_ops(args[1], base))
         elif cmd in ("cd", "pushd"):
             pos = _positional(args)
             target = pos[0] if pos else "~"

@@ -192,13 +192,22 @@ def test_concurrent_writes_never_share_a_free_path(tmp_path: Path) -> None:
     assert {parse(p or "").metadata["id"] for p in paths} == set(sids)
 
 
-def test_named_like_matches_glob(tmp_path: Path) -> None:
-    from pipeline.write import _named_like
+def test_named_like_matches_glob_and_sees_other_writers(tmp_path: Path) -> None:
+    import os
+    import time
 
+    store = NoteStore(tmp_path / "out")
+    folder = tmp_path / "out" / "2026" / "11"
+    folder.mkdir(parents=True)
     for name in ("a-abc123.md", "b-abc123-2.md", ".a-abc123.md.x.tmp", "c-abc124.md", "d-abc123.txt"):
-        (tmp_path / name).write_text("x")
-    assert _named_like(tmp_path, "*-abc123*.md") == sorted(tmp_path.glob("*-abc123*.md"))
-    assert _named_like(tmp_path / "missing", "*.md") == []
+        (folder / name).write_text("x")
+    assert store._named_like(folder, "abc123") == sorted(folder.glob("*-abc123*.md"))
+    assert store._named_like(folder / "missing", "abc123") == []
+    # Another process adds a note later: the folder's mtime moves, so the cached listing is not trusted.
+    later = time.time_ns() + 5_000_000_000
+    (folder / "e-abc123.md").write_text("x")
+    os.utime(folder, ns=(later, later))
+    assert store._named_like(folder, "abc123") == sorted(folder.glob("*-abc123*.md"))
 
 
 USER_NOTES = """My own thoughts.
