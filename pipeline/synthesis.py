@@ -96,6 +96,8 @@ def _clean_steps(steps: Sequence[Any], gate: _Gate, *, grounded: bool) -> list[A
                 continue
         elif grounded and len(support) < gate.need:
             continue
+        # The template adds ": `command`"; a step the model wrote as "Check the status:" would read "::".
+        text = text.rstrip(" :：") if command else text
         out.append(Step(text=text, command=command, support=tuple(support)))
     return out
 
@@ -233,8 +235,10 @@ def llm_draft(members: Sequence[Evidence], client: Any, *, single: bool = False,
     system, user = refute.render(sessions=evidence, draft=out.model_dump(), single=single)
     verdicts: RefuteOut = client.run(client.structured(RefuteOut, system, user, max_tokens=800))
     need = 1 if single else 2
-    drop = {(v.kind, v.index) for v in verdicts.verdicts
-            if not v.keep or len({s for s in v.supported_by if s in labels}) < need}
+    # The refuter can only strike items. How many sessions support a step is the gate's call
+    # (commands are looked up in the evidence's facts), not the model's citation: recorded,
+    # Qwen answered "keep" with no sessions cited for steps every session ran.
+    drop = {(v.kind, v.index) for v in verdicts.verdicts if not v.keep}
 
     def ids(xs: Sequence[str]) -> tuple[str, ...]:
         return tuple(dict.fromkeys(labels[x] for x in xs if x in labels))
@@ -245,6 +249,11 @@ def llm_draft(members: Sequence[Evidence], client: Any, *, single: bool = False,
     checks = _clean_steps([Step(text=s.text, command=s.command, support=ids(s.sessions))
                            for i, s in enumerate(out.verification) if ("verification", i) not in drop],
                           gate, grounded=False)
+    # Re-running the procedure verifies nothing: a check must be a step of its own.
+    ran = {s.command for s in proc if s.command} | {s.text.casefold() for s in proc}
+    said = " ".join(s.text for s in proc)
+    checks = [c for c in checks if c.text.casefold() not in ran
+              and not (c.command and (c.command in ran or f"`{c.command}`" in said))]
     pitfalls = []
     for i, p in enumerate(out.pitfalls):
         rule, why = gate.text(p.rule), gate.text(p.why)

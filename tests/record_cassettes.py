@@ -4,8 +4,7 @@ Default: the embedded model. Starts llama.cpp's server on 127.0.0.1:8765 with th
 Qwen2.5-Coder-1.5B-Instruct GGUF, records with record mode "rewrite" (or "once" with --once),
 stops the server, and writes _recorded_with.json naming the model, its sha256 and the timings.
 
-    python tests/record_cassettes.py --gguf /work/tools/models/qwen.gguf \\
-        --llama-python /work/tools/venv-llm/bin/python
+    python tests/record_cassettes.py [--module summarise|skills]
 
 Against a cloud model it is one command with the key in the environment:
 
@@ -33,8 +32,8 @@ sys.path.insert(0, str(ROOT))
 
 from pipeline import localmodel  # noqa: E402
 
-TEST_MODULE = "tests/test_summarise_cassettes.py"
-CASSETTES = ROOT / "tests" / "cassettes" / "test_summarise_cassettes"
+#: --module NAME → the test module whose cassettes are recorded (its cassette folder has its name).
+MODULES = {"summarise": "tests/test_summarise_cassettes.py", "skills": "tests/test_skill_cassettes.py"}
 PORT = 8765
 
 
@@ -46,7 +45,10 @@ def main() -> int:
     ap.add_argument("--llama-python", help="a Python with llama-cpp-python[server] installed")
     ap.add_argument("--once", action="store_true", help="record only missing cassettes")
     ap.add_argument("-k", default="", help="pytest -k filter")
+    ap.add_argument("--module", choices=sorted(MODULES), default="summarise", help="which cassettes (default summarise)")
     args = ap.parse_args()
+    test_module = MODULES[args.module]
+    cassettes = ROOT / "tests" / "cassettes" / Path(test_module).stem
 
     env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True")
     env.pop("LITELLM_OFFLINE_MODE", None)
@@ -91,7 +93,7 @@ def main() -> int:
             sys.executable,
             "-m",
             "pytest",
-            TEST_MODULE,
+            test_module,
             "-v",
             "--durations=0",
             "-p",
@@ -110,8 +112,8 @@ def main() -> int:
     finally:
         if server is not None:
             server.stop()
-    CASSETTES.mkdir(parents=True, exist_ok=True)
-    sidecar = CASSETTES / "_recorded_with.json"
+    cassettes.mkdir(parents=True, exist_ok=True)
+    sidecar = cassettes / "_recorded_with.json"
     if args.k and sidecar.exists():  # a partial re-recording: keep the other tests' entries
         old = json.loads(sidecar.read_text())
         kept = [d for d in old.get("durations", []) if not any(n in d for n in _names(meta["durations"]))]
