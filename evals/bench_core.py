@@ -79,7 +79,8 @@ def db_facts(db: Path) -> dict:
 
 
 def hermes_bin_for(schema: int) -> Path:
-    return Path("/work/tools/venv-h19/bin/hermes" if schema < 30 else "/work/tools/venv-iot/bin/hermes")
+    """The ``hermes`` of the environment .ci/run builds for that schema (0.19.0: v22, the fork: v31)."""
+    return ROOT / (".venv-hermes" if schema < 30 else ".venv-hermes-iot") / "bin" / "hermes"
 
 
 def count_md(path: Path) -> int:

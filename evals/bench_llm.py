@@ -48,14 +48,16 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from evals.stub_llm_server import StubServer  # noqa: E402
+from pipeline import localmodel  # noqa: E402
 from pipeline.models import Session  # noqa: E402
 
-SHARED = Path("/work/shared/agent-transcripts")
+SHARED = ROOT.parent / "shared" / "agent-transcripts"
 FIXTURE_DB = ROOT / "fixtures" / "db" / "hermes-v31.db"
 REPORT = ROOT / "evals" / "reports" / "bench_llm.md"
 DISTILL = [sys.executable, "-m", "pipeline"]
-QWEN_PYTHON = Path("/work/tools/venv-llm/bin/python")
-QWEN_GGUF = Path("/work/tools/models/qwen.gguf")
+#: The [local] extra's llama.cpp server and the GGUF it assembles into the user cache.
+QWEN_PYTHON = Path(localmodel.llama_python() or sys.executable)
+QWEN_GGUF = localmodel.cache_dir() / localmodel.GGUF_NAME
 QWEN_ALIAS = "qwen2.5-coder-1.5b-instruct"
 #: The tokenizer the counts use: model-agnostic on purpose, both sides of the ratio use it.
 TOKEN_MODEL = "gpt-3.5-turbo"

@@ -1,6 +1,6 @@
 """Generate a big, realistic state.db for benchmarks with the real Hermes ``SessionDB``.
 
-    HERMES_HOME=$(mktemp -d) /work/tools/venv-h19/bin/python evals/gen_big.py --sessions 2000 \
+    HERMES_HOME=$(mktemp -d) .venv-hermes/bin/python evals/gen_big.py --sessions 2000 \
         --out evals/big/state-2000.db
 
 Shape (like hermes-real-data.md §3.4): ~50 messages per session in agent turns (user, assistant with 1-3

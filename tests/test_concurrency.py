@@ -30,8 +30,7 @@ TURN = re.compile(r"^Live turn (\d+): run echo\.$")
 
 
 def hermes_python() -> str:
-    candidates = [os.environ.get("HERMES_PYTHON", ""), str(ROOT / ".venv-hermes/bin/python"),
-                  "/work/tools/venv-h19/bin/python"]
+    candidates = [os.environ.get("HERMES_PYTHON", ""), str(ROOT / ".venv-hermes/bin/python")]
     for c in candidates:
         if c and Path(c).exists():
             return c

