@@ -43,7 +43,7 @@ from pipeline.models import (
     Session,
     SessionSummary,
 )
-from pipeline.turns import _kind, _live, _prose, _replies, _sentences, _until_closer
+from pipeline.turns import _has_prose, _kind, _live, _prose, _replies, _sentences, _until_closer
 
 MAX_ASK = 300
 #: Errors listed in a note: the first ones the session hit (facts keep up to 20 for search).
@@ -238,7 +238,8 @@ def _title(text: str, limit: int = 80) -> str:
 
 def _done_text(msgs: list[Message], cwd: str | None, lang: str) -> str:
     asks = [i for i, m in enumerate(msgs) if _kind(m) == "ask"]
-    replies = _replies(_until_closer(msgs[asks[-1] + 1:] if asks else msgs)[0])
+    # The last reply that says something: a phase often ends on an empty turn or a tool timeout notice.
+    replies = [r for r in _replies(_until_closer(msgs[asks[-1] + 1:] if asks else msgs)[0]) if _has_prose(r.content)]
     said: list[str] = []
     if replies:
         sentences = _sentences(replies[-1].content)
