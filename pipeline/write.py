@@ -81,7 +81,7 @@ class NoteStore:
         #: note path → session id, for paths handed out this run: concurrent writes never share one
         self._claimed: dict[str, str] = {}
         self._locating = threading.Lock()  # a path is looked up and claimed in one step
-        #: folder → (its mtime when listed, file names): see ``_names_in``
+        #: folder → (its mtime when listed, file names): see ``_named_like``
         self._listings: dict[Path, tuple[int, list[str]]] = {}
         self._file_locks: dict[Path, FileLock] = {}
         if create:
@@ -245,7 +245,6 @@ class NoteStore:
         candidate = self.out_dir / note.relpath
         # Without an index entry, look where this session's notes are named: same month folder,
         # file name ending in its short id. Cheap, and keeps the path stable if the index was lost.
-        # (One listdir and a name filter: Path.glob costs ~10x more, once per note of a cold run.)
         for path in self._named_like(candidate.parent, short_id(sid)):
             meta = _read_meta(path)
             if meta is not None and str(meta.get("id")) == sid:
@@ -273,7 +272,8 @@ class NoteStore:
         A cold run looks up every new session in its month folder; listing the folder each time
         made that quadratic (2,000 notes in one folder: 1.5 s of listdir, 4 s of matching). The
         listing is reused while the folder's mtime is unchanged, and this store's own writes are
-        added to it (``_listed``); another process's write shows up as a changed mtime.
+        added to it (``_listed``); another process's write shows up as a changed mtime (when the
+        clock ticked between the two writes; ``_free_or_ours`` catches the rest at the target path).
         """
         try:
             mtime = directory.stat().st_mtime_ns
