@@ -7,7 +7,9 @@ import os
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,3 +32,51 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
 @pytest.fixture
 def hermes_home(_isolated_home: Path) -> Path:
     return _isolated_home
+
+
+# --------------------------------------------------------------------------- replaying LLM cassettes
+# For the modules marked @pytest.mark.vcr (tests/test_summarise_cassettes.py, tests/test_skill_cassettes.py).
+
+HEADERS_TO_STRIP = [
+    "authorization",
+    "api-key",
+    "x-api-key",
+    "openai-organization",
+    "openai-project",
+    "cookie",
+    "set-cookie",
+    "anthropic-api-key",
+    "x-goog-api-key",
+]
+
+
+def _scrub_response(response: dict) -> dict:
+    for h in ("date", "server", "set-cookie", "x-request-id"):
+        response["headers"].pop(h, None)
+        response["headers"].pop(h.title(), None)
+    return response
+
+
+@pytest.fixture(scope="module")
+def vcr_config() -> dict:
+    return {
+        "filter_headers": HEADERS_TO_STRIP,
+        "match_on": ["method", "scheme", "host", "port", "path", "query", "body"],
+        "decode_compressed_response": True,
+        "before_record_response": _scrub_response,
+        "allow_playback_repeats": False,
+    }
+
+
+@pytest.fixture
+def client() -> Iterator[Any]:
+    """The client the cassette tests use: no retries (a retry would hide a miss), a dummy key."""
+    from pipeline.llm import LLMClient
+    from pipeline.model_choice import NO_KEY, ModelChoice
+    from tests.llm_fixtures import API_BASE, MODEL
+
+    api_base = API_BASE or None
+    key = os.environ.get("DISTILL_TEST_API_KEY") or (NO_KEY if api_base else None)
+    c = LLMClient(ModelChoice(MODEL, "test", api_base=api_base, api_key=key), num_retries=0, max_reasks=2)
+    yield c
+    c.close()

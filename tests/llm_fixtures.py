@@ -16,7 +16,6 @@ from tests.secrets_corpus import SECRETS
 API_BASE = os.environ.get("DISTILL_TEST_API_BASE", "http://127.0.0.1:8765/v1")
 MODEL = os.environ.get("DISTILL_TEST_MODEL", "openai/qwen2.5-coder-1.5b-instruct")
 
-
 def _m(i: int, role: str, content: str = "", **kw) -> Message:
     return Message(row_id=i, role=role, content=content, **kw)  # type: ignore[arg-type]
 

@@ -14,7 +14,6 @@ SKILL.md (spec validity, evidence support, no injected or one-off steps), never 
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
@@ -22,34 +21,11 @@ import pytest
 
 from pipeline.evidence import Evidence
 from pipeline.llm import LLMClient
-from pipeline.model_choice import NO_KEY, ModelChoice
 from pipeline.skills import render_skill, validate_skill
 from pipeline.synthesis import synthesize
-from tests import llm_fixtures as F
-from tests.test_summarise_cassettes import HEADERS_TO_STRIP, _scrub_response
 
 CASSETTES = Path(__file__).parent / "cassettes" / "test_skill_cassettes"
 EVIDENCE = CASSETTES / "evidence.json"
-
-
-@pytest.fixture(scope="module")
-def vcr_config() -> dict:
-    return {
-        "filter_headers": HEADERS_TO_STRIP,
-        "match_on": ["method", "scheme", "host", "port", "path", "query", "body"],
-        "decode_compressed_response": True,
-        "before_record_response": _scrub_response,
-        "allow_playback_repeats": False,
-    }
-
-
-@pytest.fixture
-def client() -> LLMClient:
-    api_base = F.API_BASE or None
-    key = os.environ.get("DISTILL_TEST_API_KEY") or (NO_KEY if api_base else None)
-    c = LLMClient(ModelChoice(F.MODEL, "test", api_base=api_base, api_key=key), num_retries=0, max_reasks=2)
-    yield c
-    c.close()
 
 
 def _evidence(record_mode: str) -> dict[str, list[Evidence]]:

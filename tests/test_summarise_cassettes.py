@@ -10,7 +10,6 @@ connection error). Assertions are about structure and grounding, never prose.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -18,50 +17,9 @@ import pytest
 from pipeline import summarise
 from pipeline.cache import SummaryCache
 from pipeline.config import build_settings
-from pipeline.llm import LLMClient
-from pipeline.model_choice import NO_KEY, ModelChoice
 from pipeline.models import RunReport, SessionSummary
 from tests import llm_fixtures as F
 from tests.secrets_corpus import SECRETS
-
-HEADERS_TO_STRIP = [
-    "authorization",
-    "api-key",
-    "x-api-key",
-    "openai-organization",
-    "openai-project",
-    "cookie",
-    "set-cookie",
-    "anthropic-api-key",
-    "x-goog-api-key",
-]
-
-
-def _scrub_response(response: dict) -> dict:
-    for h in ("date", "server", "set-cookie", "x-request-id"):
-        response["headers"].pop(h, None)
-        response["headers"].pop(h.title(), None)
-    return response
-
-
-@pytest.fixture(scope="module")
-def vcr_config() -> dict:
-    return {
-        "filter_headers": HEADERS_TO_STRIP,
-        "match_on": ["method", "scheme", "host", "port", "path", "query", "body"],
-        "decode_compressed_response": True,
-        "before_record_response": _scrub_response,
-        "allow_playback_repeats": False,
-    }
-
-
-@pytest.fixture
-def client() -> LLMClient:
-    api_base = F.API_BASE or None
-    key = os.environ.get("DISTILL_TEST_API_KEY") or (NO_KEY if api_base else None)
-    c = LLMClient(ModelChoice(F.MODEL, "test", api_base=api_base, api_key=key), num_retries=0, max_reasks=2)
-    yield c
-    c.close()
 
 
 @pytest.fixture
