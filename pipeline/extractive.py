@@ -32,6 +32,7 @@ from collections.abc import Sequence
 
 from pipeline.endstate import _DONE, _FAILED, _claims_done, _tool_signal, infer_end_state
 from pipeline.facts import file_touches
+from pipeline.lang import typed_prose
 from pipeline.models import (
     Chunk,
     Decision,
@@ -83,8 +84,9 @@ _OPTION_END = re.compile(r"\s+(?:because|since|so|for|as|which|when|if)\b|因为
 _RATIONALE = re.compile(r"\b(?:because|since|so that|as it)\b\s*(.+)$|(?:因为|由于)(.+)$", re.I)
 
 _LABELS = {
-    "en": {"files": "Files changed: ", "continued": "Continued work", "none": "(no request recorded)"},
-    "zh": {"files": "改动文件：", "continued": "继续之前的工作", "none": "（未记录到用户请求）"},
+    "en": {"files": "Files changed: ", "continued": "Continued work", "none": "(no request recorded)",
+           "pasted": "Pasted output: "},
+    "zh": {"files": "改动文件：", "continued": "继续之前的工作", "none": "（未记录到用户请求）", "pasted": "粘贴的输出："},
 }
 _EXT_LANG = {"py": "python", "ts": "typescript", "tsx": "typescript", "js": "javascript", "jsx": "javascript",
              "mjs": "javascript", "rs": "rust", "go": "go", "java": "java", "kt": "kotlin", "rb": "ruby",
@@ -104,7 +106,9 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def _trim_ask(text: str, limit: int = MAX_ASK) -> str:
+def _trim_ask(text: str, limit: int = MAX_ASK, lang: str | None = None) -> str:
+    if lang is not None and not re.search(r"[^\W\d_]{2,}", typed_prose(text)):
+        return _pasted(text, lang)
     prose = " ".join(_prose(text).split())
     if len(prose) <= limit:
         return prose
@@ -116,9 +120,34 @@ def _trim_ask(text: str, limit: int = MAX_ASK) -> str:
     return out or _clip(prose, limit)
 
 
-def user_asks(messages: Sequence[Message]) -> list[str]:
-    """What the user asked, in order: verbatim prose, trimmed to one or two sentences (≤ 300 chars)."""
-    return [_trim_ask(m.content) for m in _live(messages) if _kind(m) == "ask"]
+# A shell prompt and the command typed after it ("C:\\proj>mvn clean install", "$ npm test"); "cd" is not the ask.
+_PROMPT = re.compile(r"(?:^[$>%] |[\\/\w.~-]>|[\w~/-]\$ )((?!cd\b)[a-z][\w.-]*(?: [^\s\[\]<>|]+){0,6})\s*$")
+_PASTED_ERROR = re.compile(r"\[(?:ERROR|FATAL)\]|\bCaused by:|\b\w*(?:Exception|Error)\b:|\bBUILD FAILURE\b|^error[:\[]", re.I)
+
+
+def _pasted(text: str, lang: str) -> str:
+    """An ask with no word the user typed (a pasted log or terminal output), as a label and one line of it.
+
+    Quoting 300 characters of a Maven log is no summary of what was asked, and in a Chinese
+    session it reads as English; the label is in the session's language, the line (the first error,
+    else the first line) stays verbatim as code.
+    """
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    command = next((m.group(1) for ln in lines if (m := _PROMPT.search(ln))), None)
+    error = next((ln for ln in lines if _PASTED_ERROR.search(ln)), None)
+    picked = [x for x in (command, error) if x] or lines[:1]
+    label = _LABELS.get(lang, _LABELS["en"])["pasted"]
+    # Each piece verbatim in its own code span (a cut goes outside it), so the note quotes, never edits.
+    spans = [f"`{x[:100]}`" + ("…" if len(x) > 100 else "") for x in picked if "`" not in x]
+    return label + " … ".join(spans) if spans else label.rstrip(" :：")
+
+
+def user_asks(messages: Sequence[Message], lang: str | None = None) -> list[str]:
+    """What the user asked, in order: verbatim prose, trimmed to one or two sentences (≤ 300 chars).
+
+    With ``lang``, an ask that is only pasted output becomes a labelled one-line excerpt (``_pasted``).
+    """
+    return [_trim_ask(m.content, lang=lang) for m in _live(messages) if _kind(m) == "ask"]
 
 
 # --------------------------------------------------------------------------- decisions
@@ -257,7 +286,7 @@ def _phases(session: Session, chunks: Sequence[Chunk], lang: str) -> list[Phase]
     phases: list[Phase] = []
     for generation, msgs in _generations(session, chunks):
         for segment in _split_topics(msgs):
-            asks = user_asks(segment)
+            asks = user_asks(segment, lang)
             if not asks and not _replies(segment) and not any(m.tool_calls for m in segment):
                 continue
             title = _title(asks[0]) if asks else labels["continued"]
@@ -311,7 +340,7 @@ def summarise_extractive(
 ) -> SessionSummary:
     """Fill the ``SessionSummary`` structure from the transcript alone."""
     lang = lang or facts.language
-    asks = user_asks(session.messages)
+    asks = user_asks(session.messages, lang)
     goal = asks[0] if asks else _checkpoint_goal(session, chunks) or session.title
     goal = goal or _LABELS.get(lang, _LABELS["en"])["none"]
     return SessionSummary(

@@ -116,6 +116,11 @@ def _prose(text: str) -> str:
     return _PATHISH.sub(" ", text)
 
 
+def typed_prose(text: str) -> str:
+    """What a person typed in ``text``: no fenced or inline code, URLs, paths or pasted log lines."""
+    return _prose(text)
+
+
 @dataclass
 class _Tally:
     """Script units and Latin evidence counted over some texts (see the module docstring)."""
@@ -220,10 +225,8 @@ def written_language(texts: Iterable[str]) -> str | None:
     telling diacritic: "stub done" or "Fixed build" is too little to say which language it is in."""
     t = _tally(texts)
     code = _decide(t)
-    if code in _STOPWORDS and not any(t.diacritics.values()):
-        if not any(word in stop for stop in _STOPWORDS.values() for word in t.latin):
-            return None
-    return code
+    evidence = any(t.diacritics.values()) or any(w in stop for stop in _STOPWORDS.values() for w in t.latin)
+    return None if code in _STOPWORDS and not evidence else code
 
 
 def detect_language(texts: Iterable[str], default: str = "en") -> str:

@@ -276,3 +276,20 @@ def test_real_hermes_session_summary() -> None:
     assert out.open_items == ()
     assert out.tags == ("cli", "python", "git", "pytest", "uv")
     assert out.projects == ("parsekit",)
+
+
+def test_a_pasted_log_ask_becomes_a_labelled_excerpt() -> None:
+    """A user turn that is only pasted terminal output: the command and first error, labelled in the
+    session's language, instead of 300 characters of log quoted as the ask."""
+    paste = ("C:\\Users\\ana\\Desktop\\proj>mvn clean install\n[INFO] Scanning for projects...\n"
+             "[ERROR] Child module C:\\Users\\ana\\Desktop\\proj\\web of C:\\Users\\ana\\Desktop\\proj\\pom.xml does not exist\n"
+             "[INFO] BUILD FAILURE\n")
+    msgs = [Message(role="user", content=paste), Message(role="assistant", content="我看到问题了，删除了不存在的模块。")]
+    assert user_asks(msgs, "zh") == [
+        "粘贴的输出：`mvn clean install` … `[ERROR] Child module C:\\Users\\ana\\Desktop\\proj\\web of "
+        "C:\\Users\\ana\\Desktop\\proj\\pom.xml does not exi`…"]
+    assert user_asks(msgs, "en")[0].startswith("Pasted output: `mvn clean install` … `[ERROR] Child module")
+    assert user_asks(msgs) == [user_asks(msgs)[0]] and "Pasted" not in user_asks(msgs)[0]  # no lang: verbatim
+    typed = [Message(role="user", content="为什么构建失败？\n" + paste)]
+    assert user_asks(typed, "zh")[0].startswith("为什么构建失败？")  # typed words: quoted as before, no label
+    assert "粘贴" not in user_asks(typed, "zh")[0]
