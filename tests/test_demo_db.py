@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "fixtures" / "demo" / "state.db"
 BUILDER = ROOT / "fixtures" / "build_demo.py"
-DEFAULT_IOT_PYTHON = Path(".venv-hermes-iot/bin/python")
+DEFAULT_IOT_PYTHON = ROOT / ".venv-hermes-iot" / "bin" / "python"
 
 # Random by design in Hermes, or store-level bookkeeping: not part of the demo's content.
 IGNORED_COLUMNS = {"message_uid", "absorbed_message_uids", "tool_call_uids", "tool_call_uid"}

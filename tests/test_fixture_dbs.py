@@ -1,8 +1,8 @@
 """Fixture databases: the committed real-Hermes builds cannot drift, and the hand-made ones load.
 
 The rebuild tests need the Hermes Pythons that wrote them: ``HERMES_PYTHON`` (hermes-agent 0.19.0, as in
-.ci/run) or ``/work/tools/venv-h19/bin/python`` for v22; ``HERMES_IOT_PYTHON`` or
-``/work/tools/venv-iot/bin/python`` for v31. Without them those tests skip.
+.ci/run) or ``.venv-hermes/bin/python`` for v22; ``HERMES_IOT_PYTHON`` or
+``.venv-hermes-iot/bin/python`` for v31. Without them those tests skip.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DB_DIR = ROOT / "fixtures" / "db"
 IGNORED_COLUMNS = {"message_uid", "absorbed_message_uids", "tool_call_uids", "tool_call_uid"}
 PYTHONS = {
-    "hermes-v22.db": ("HERMES_PYTHON", Path("/work/tools/venv-h19/bin/python")),
-    "hermes-v31.db": ("HERMES_IOT_PYTHON", Path("/work/tools/venv-iot/bin/python")),
+    "hermes-v22.db": ("HERMES_PYTHON", ROOT / ".venv-hermes/bin/python"),
+    "hermes-v31.db": ("HERMES_IOT_PYTHON", ROOT / ".venv-hermes-iot/bin/python"),
 }
 
 
