@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from functools import lru_cache
 from collections import Counter
 from collections.abc import Sequence
 
@@ -106,6 +107,7 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
+@lru_cache(maxsize=4096)  # the same asks are trimmed for the goal, each phase, topic splits and open items
 def _trim_ask(text: str, limit: int = MAX_ASK, lang: str | None = None) -> str:
     if lang is not None and not re.search(r"[^\W\d_]{2,}", typed_prose(text)):
         return _pasted(text, lang)
@@ -159,6 +161,8 @@ def decision_candidates(messages: Sequence[Message]) -> list[Decision]:
     for m in _live(messages):
         if m.role not in ("user", "assistant") or (m.role == "user" and _kind(m) != "ask"):
             continue
+        if m.role == "assistant" and not _DECISION.search(m.content):
+            continue  # one scan of the reply instead of one per sentence: most replies choose nothing
         for sentence in _sentences(_prose(m.content) if m.role == "user" else m.content):
             correction = m.role == "user" and _CORRECTION.match(sentence)
             if sentence.endswith(("?", "？")) or not (correction or _DECISION.search(sentence)):
