@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import posixpath
 import re
-from functools import lru_cache
 from collections import Counter
 from collections.abc import Sequence
+from functools import lru_cache
 
 from pipeline.endstate import _DONE, _FAILED, _claims_done, _tool_signal, infer_end_state
 from pipeline.facts import file_touches
@@ -128,11 +128,11 @@ _PASTED_ERROR = re.compile(r"\[(?:ERROR|FATAL)\]|\bCaused by:|\b\w*(?:Exception|
 
 
 def _pasted(text: str, lang: str) -> str:
-    """An ask with no word the user typed (a pasted log or terminal output), as a label and one line of it.
+    """An ask with no word the user typed (a pasted log or terminal output), as a label and excerpts.
 
     Quoting 300 characters of a Maven log is no summary of what was asked, and in a Chinese
-    session it reads as English; the label is in the session's language, the line (the first error,
-    else the first line) stays verbatim as code.
+    session it reads as English; the label is in the session's language, and the excerpts (the
+    command typed at a prompt and the first error line, else the first line) stay verbatim as code.
     """
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     command = next((m.group(1) for ln in lines if (m := _PROMPT.search(ln))), None)
