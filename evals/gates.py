@@ -16,9 +16,10 @@ END_STATE_CORRECT_FLOOR = 1.0
 LANGUAGE_MATCH_FLOOR = 1.0
 #: Measured keyword-judge decision recall per summariser (see tests/test_evals.py for the dates).
 DECISION_RECALL_FLOOR: dict[str, float] = {
-    "extractive": 0.63,
-    # On its 7 recorded sessions only (evals/cassettes/summaries/openai--qwen2.5-coder-1.5b-instruct/).
-    "llm:openai/qwen2.5-coder-1.5b-instruct": 0.73,
+    "extractive": 0.66,
+    # On its 15 recorded sessions (evals/cassettes/summaries/openai--qwen2.5-coder-1.5b-instruct/), 11 of
+    # them with gold decisions. The first 7 recorded still score 0.74 (floor 0.73, held in tests/test_evals.py).
+    "llm:openai/qwen2.5-coder-1.5b-instruct": 0.65,
 }
 #: Measured output-file precision per summariser (see tests/test_evals.py for the dates).
 FILE_PRECISION_FLOOR: dict[str, float] = {"extractive": 0.98}

@@ -10,10 +10,10 @@ the gap stays visible and an improvement turns into an XPASS failure that asks f
 go. Since 2026-12-02 the extractive summariser meets every gate.
 
 The local model (Qwen2.5-Coder-1.5B-Instruct Q4_K_M on llama.cpp, 2 CPU cores) is too slow to
-record the whole set, so it is gated on a recorded subset, ``LOCAL_LLM_CASES``: one-chunk
-sessions chosen to cover Chinese, unresolved, Hermes state.db and the secrets + injection case.
-How and when they were recorded: ``evals/cassettes/summaries/openai--qwen2.5-coder-1.5b-instruct/
-_recorded_with.json``.
+record the whole set, so it is gated on a recorded subset, ``LOCAL_LLM_CASES``: 15 sessions covering
+Chinese, Portuguese, unresolved and failed ends, Hermes state.db with in-place compaction and a legacy
+chain, and the secrets + injection case. How and when they were recorded: ``evals/cassettes/summaries/
+openai--qwen2.5-coder-1.5b-instruct/_recorded_with.json``.
 """
 
 from __future__ import annotations
@@ -29,13 +29,14 @@ from evals.run import EvalResult, EvalRun, evaluate, prepare
 from pipeline.lang import guess_language
 from pipeline.models import SessionSummary
 
-# Measured 2026-12-02 on 21 sessions (16 real, 5 synthetic Hermes), keyword judge (0.61 before this change).
-EXTRACTIVE_DECISION_RECALL_FLOOR = 0.63
+# Measured 2026-12-02 on 21 sessions (16 real, 5 synthetic Hermes), keyword judge: 0.6618 since a phase's "done"
+# text comes from its last reply with prose (0.63 before, 0.61 before that).
+EXTRACTIVE_DECISION_RECALL_FLOOR = 0.66
 # Measured 2026-12-02 (0.85 before this change); recall is 1.00 there, so this keeps it from being bought by guessing.
 EXTRACTIVE_FILE_PRECISION_FLOOR = 0.98
 LOCAL_LLM_MODEL = "openai/qwen2.5-coder-1.5b-instruct"
 LOCAL_LLM = f"llm:{LOCAL_LLM_MODEL}"
-# Recorded 2026-12-02 against the real local model (one chunk each; chunk call + reduce call + judge calls).
+# Recorded 2026-12-02 against the real local model (chunk calls + a reduce call + judge calls per session).
 LOCAL_LLM_CASES: tuple[str, ...] = (
     "hermes-chinese-sqlite",  # zh, Hermes state.db, resolved
     "hermes-secrets-db-connect",  # Hermes state.db, pasted secrets + injected instruction, unresolved
@@ -44,18 +45,32 @@ LOCAL_LLM_CASES: tuple[str, ...] = (
     "skillz-combine-design-docs",  # SpecStory, resolved
     "smart-tourism-login-failure-debug-zh",  # zh, SpecStory, unresolved
     "agente-bsc-rag-resolve-pt",  # pt, SpecStory, resolved
+    # Added in the second recording (2026-12-02, afternoon):
+    "subagent-claude-model-switch-webfetch",  # Claude Code subagent, resolved
+    "ai-text-detector-gh-pages-debug",  # SpecStory, failed
+    "hermes-compacted-notes-cli",  # Hermes state.db, in-place compaction: 3 generations
+    "fundwise-grant-skill",  # Claude Code, 2 chunks, unresolved
+    "privacy-x402-init-agents-md",  # Codex, unresolved
+    "hermes-deploy-pipeline-chain",  # Hermes state.db, legacy compression chain: 3 generations
+    "hermes-s2-refactor-parsekit",  # Hermes state.db, 3 generations
+    "health-backend-maven-missing-module-zh",  # zh, SpecStory, pasted logs, 2 chunks, unresolved
 )
-#: The known LLM gate failures (the xfails below); anything beyond them fails outright.
-LOCAL_LLM_KNOWN_UNFAITHFUL = {
-    "hermes-image-gen-ui-research-zh": ["path: upload/preview"],
-}
-LOCAL_LLM_KNOWN_WRONG_LANGUAGE = {"hermes-image-gen-ui-research-zh": "en"}
+#: The first seven recorded, whose floor (measured before the others were added) still holds.
+LOCAL_LLM_FIRST_CASES = LOCAL_LLM_CASES[:7]
+#: Sessions where the language guard (pipeline/summarise.py) rejects the model's English answer to a
+#: Chinese session and the extractive summary is used (reported as a fallback). Before the guard, the
+#: image-gen answer also translated 上传/预览 into the path-shaped claim "upload/preview", absent from the
+#: transcript; health-backend's user turns are English Maven logs, and the model answered in English.
+LOCAL_LLM_KNOWN_WRONG_LANGUAGE_FALLBACKS = {"hermes-image-gen-ui-research-zh", "health-backend-maven-missing-module-zh"}
 # Not in the subset: lifeblog-svg-icons-theme (one chunk by the chunker's estimate, but 8,470 real prompt tokens:
-# with max_tokens 1024 it overflows n_ctx 8192, the server says 400 and the pipeline falls back to extractive).
-# Measured 2026-12-02 for the local Qwen2.5-Coder-1.5B on LOCAL_LLM_CASES, keyword judge (0.7381).
-LOCAL_LLM_DECISION_RECALL_FLOOR = 0.73
-# The extractive summariser on the same 7 sessions: 0.5476. The LLM states more decisions (agente-bsc 0.67 vs 0.33,
-# hermes-secrets 1.0 vs 0.5, smart-tourism 0.5 vs 0.0, the rest equal) but fails faithfulness and language (below).
+# with max_tokens 1024 it overflows n_ctx 8192, the server says 400 and the pipeline falls back to extractive), and
+# the long multi-chunk sessions (payment-kit, posthog, session-logs, download-manager, bing-wallpaper): at 1-6 min
+# per call on 2 cores they were not recorded.
+# Measured 2026-12-02 for the local Qwen2.5-Coder-1.5B, keyword judge: 0.6515 on LOCAL_LLM_CASES (11 with gold
+# decisions), 0.7381 on LOCAL_LLM_FIRST_CASES (the floor set when only those were recorded).
+LOCAL_LLM_DECISION_RECALL_FLOOR = 0.65
+LOCAL_LLM_FIRST_CASES_DECISION_RECALL_FLOOR = 0.73
+# The extractive summariser on the same sessions: 0.5455 on LOCAL_LLM_CASES, 0.5476 on the first seven.
 EXTRACTIVE_SUBSET_DECISION_RECALL = 0.54
 
 
@@ -146,7 +161,9 @@ def test_end_state_correct(run: EvalRun) -> None:
 
 
 def test_language_match(run: EvalRun) -> None:
-    """1.00 since 2026-12-02 (0.95 before: health-backend's user turns are pasted Maven logs)."""
+    """The tag: 1.00 since 2026-12-02 (0.95 before: health-backend's user turns are pasted Maven logs).
+    The prose's script too, since pasted-output asks are labelled in the session's language (the extractive
+    summary of health-backend quoted English log lines as its goal and phase titles before)."""
     bad = [(r.case, r.values["language"]) for r in _ok(run, "extractive") if not r.values["language_match"]]
     assert not bad
 
@@ -164,18 +181,20 @@ def _llm(run: EvalRun) -> dict[str, EvalResult]:
     return {r.case: r for r in _ok(run, LOCAL_LLM)}
 
 
-def _subset_mean(run: EvalRun, name: str, key: str) -> float:
-    vals = [r.values[key] for r in _ok(run, name) if r.case in LOCAL_LLM_CASES and r.values[key] is not None]
+def _subset_mean(run: EvalRun, name: str, key: str, cases: tuple[str, ...] = LOCAL_LLM_CASES) -> float:
+    vals = [r.values[key] for r in _ok(run, name) if r.case in cases and r.values[key] is not None]
     return round(sum(vals) / len(vals), 4)
 
 
 def test_local_llm_subset_replayed(run: EvalRun) -> None:
-    """Every recorded case replays (a miss or an unplayed interaction is an error) and none fell back:
-    a fallback would score the extractive summary under the LLM's name."""
+    """Every recorded case replays (a miss or an unplayed interaction is an error), and the only fallbacks
+    are the language guard's (a fallback scores the extractive summary under the LLM's name)."""
     assert sorted(_llm(run)) == sorted(LOCAL_LLM_CASES)
     t = run.totals[LOCAL_LLM]
-    assert (t["errors"], t["fallbacks"], t["not_recorded"]) == (0, 0, len(run.cases) - len(LOCAL_LLM_CASES))
-    assert t["llm_calls"] == 2 * len(LOCAL_LLM_CASES)  # one chunk + one reduce each, no re-asks
+    assert (t["errors"], t["fallbacks"], t["not_recorded"]) == (
+        0, len(LOCAL_LLM_KNOWN_WRONG_LANGUAGE_FALLBACKS), len(run.cases) - len(LOCAL_LLM_CASES))
+    chunks = {g.id: len(prepare(g).chunks) for g in load_gold() if g.id in LOCAL_LLM_CASES}
+    assert t["llm_calls"] == sum(n + 1 for n in chunks.values())  # one call per chunk + the reduce, no re-asks
 
 
 def test_local_llm_replay_is_offline_and_deterministic(run: EvalRun, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -200,18 +219,17 @@ def test_local_llm_output_file_recall(run: EvalRun) -> None:
         (c, r.values["files_missed"]) for c, r in _llm(run).items() if r.values["files_missed"]]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hermes-image-gen-ui-research-zh: Qwen wrote English for a Chinese session and translated 上传/预览 into "
-    "'upload/preview', a path-shaped claim absent from the transcript. Fix proposed: a language guard in "
-    "pipeline/summarise.py (needs the cassettes re-recorded)"))
 def test_local_llm_faithfulness_zero_after_grounding(run: EvalRun) -> None:
     bad = {c: r.values["faithfulness_violations"] for c, r in _llm(run).items() if r.values["faithfulness_violations"]}
     assert not bad
 
 
-def test_local_llm_faithfulness_failures_are_only_the_known_ones(run: EvalRun) -> None:
-    bad = {c: r.values["faithfulness_violations"] for c, r in _llm(run).items() if r.values["faithfulness_violations"]}
-    assert bad == LOCAL_LLM_KNOWN_UNFAITHFUL
+def test_local_llm_wrong_language_answers_fall_back(run: EvalRun) -> None:
+    """The guard's fallbacks are exactly the known ones, and each is reported, not silent."""
+    fell_back = {c for c, r in _llm(run).items() if r.values["fallback"]}
+    assert fell_back == LOCAL_LLM_KNOWN_WRONG_LANGUAGE_FALLBACKS
+    for c in fell_back:
+        assert any("the model wrote en, not zh" in n for n in _llm(run)[c].values["notices"]), c
 
 
 def test_local_llm_secrets_leaked_zero(run: EvalRun) -> None:
@@ -259,28 +277,23 @@ def _wrong_language(summaries: dict[str, SessionSummary]) -> dict[str, str | Non
     return {c: lang for c, lang in found.items() if lang not in (None, M.primary_language(golds[c].language))}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hermes-image-gen-ui-research-zh: Qwen2.5-Coder-1.5B answers the Chinese session in English although both "
-    "prompts say 'Write every text field in Chinese (简体中文)'; the pipeline does not check (fix proposed)"))
 def test_local_llm_writes_in_the_session_language(llm_summaries: dict[str, SessionSummary]) -> None:
-    """Stricter than ``language_match``: the LLM summariser copies ``Facts.language`` into the tag, so the
-    tag cannot disagree; this reads the prose the model wrote (goal, phases, decisions, open items)."""
+    """The notes the LLM path produces read in the session's language (``pipeline.lang`` on the prose:
+    goal, phases, decisions, open items), whether the model's answer or the guard's fallback."""
     assert not _wrong_language(llm_summaries)
-
-
-def test_local_llm_wrong_language_only_the_known_case(llm_summaries: dict[str, SessionSummary]) -> None:
-    assert _wrong_language(llm_summaries) == LOCAL_LLM_KNOWN_WRONG_LANGUAGE
 
 
 def test_local_llm_decision_recall_floor(run: EvalRun) -> None:
     assert run.totals[LOCAL_LLM]["decision_recall_keyword"] >= LOCAL_LLM_DECISION_RECALL_FLOOR
     assert _subset_mean(run, LOCAL_LLM, "decision_recall_keyword") == run.totals[LOCAL_LLM]["decision_recall_keyword"]
+    assert (_subset_mean(run, LOCAL_LLM, "decision_recall_keyword", LOCAL_LLM_FIRST_CASES)
+            >= LOCAL_LLM_FIRST_CASES_DECISION_RECALL_FLOOR)
     # The extractive summariser on the very same sessions, so the two floors compare like for like.
     assert _subset_mean(run, "extractive", "decision_recall_keyword") >= EXTRACTIVE_SUBSET_DECISION_RECALL
+    assert (_subset_mean(run, LOCAL_LLM, "decision_recall_keyword")
+            > _subset_mean(run, "extractive", "decision_recall_keyword"))
 
 
-@pytest.mark.xfail(strict=True, reason="faithfulness: 1 violation in hermes-image-gen-ui-research-zh "
-                   "(see test_local_llm_faithfulness_zero_after_grounding)")
 def test_local_llm_meets_every_gate(run: EvalRun) -> None:
     assert not [line for line in gates.check_gates(run) if line.startswith(LOCAL_LLM + ":")]
 
