@@ -145,8 +145,8 @@ def md_block(text: object) -> str:
 
 def md_code(text: object) -> str:
     """A code span that survives backticks in the value (CommonMark: a longer fence)."""
-    # A code span is inert in CommonMark, but gbrain splits at its sentinel anywhere and Obsidian's
-    # %% comments are matched before code spans in some views: break both, they are never meaningful here.
+    # A code span is inert in CommonMark, but gbrain splits a page at its sentinel even inside code;
+    # a %% pair is broken too, as in prose, so no reader can take it for an Obsidian comment.
     value = " ".join(_clean(str(text)).split()).replace(_SENTINEL, _SENTINEL_IN_CODE).replace("%%", "%\u200b%")
     longest = max((len(run) for run in re.findall(r"`+", value)), default=0)
     ticks = "`" * (longest + 1)
