@@ -93,6 +93,7 @@ class HermesDB:
         self.conn = self._connect()
         self.session_cols, self.message_cols, self.tables = self._probe()
         self._rows: dict[str, _Row] | None = None
+        self._stats: dict[str, tuple[Any, ...]] | None = None  # see message_stats
 
     # ------------------------------------------------------------------ opening
     def _connect(self) -> sqlite3.Connection:
@@ -211,6 +212,28 @@ class HermesDB:
                 rows[parent].children.append(row.id)
         self._rows = rows
         return rows
+
+    def preload_message_stats(self) -> None:
+        """Read ``message_stats`` for every session in one scan (for runs over many sessions).
+
+        One GROUP BY over the messages index instead of a query per session: a re-run over 2,000
+        sessions spent 0.2 s in those queries. The numbers are as of this call; a session that changes
+        later gets a fingerprint older than its content, so the next run looks at it again.
+        """
+        sql = f"SELECT session_id, COUNT(*), MAX(id), {self._flags()} FROM messages GROUP BY session_id"
+        self._stats = {r[0]: tuple(r) for r in with_retry(lambda: self.conn.execute(sql).fetchall())}
+
+    def message_stats(self, ids: list[str]) -> list[tuple[Any, ...]]:
+        """(session_id, message count, max row id, live rows, archived rows) per session with messages."""
+        if self._stats is not None:
+            return [self._stats[i] for i in sorted(ids) if i in self._stats]
+        marks = ",".join("?" * len(ids))
+        return [tuple(r) for r in with_retry(lambda: self.conn.execute(
+            f"SELECT session_id, COUNT(*), MAX(id), {self._flags()} FROM messages "
+            f"WHERE session_id IN ({marks}) GROUP BY session_id ORDER BY session_id", ids).fetchall())]
+
+    def _flags(self) -> str:
+        return "SUM(active), SUM(compacted)" if "compacted" in self.message_cols else "SUM(active), 0"
 
     def is_continuation(self, row: _Row) -> bool:
         """A legacy compression child: same logical session as its parent."""

@@ -27,13 +27,15 @@ from pipeline import __version__
 from pipeline.chunk import chunk_session
 from pipeline.config import Settings
 from pipeline.errors import DistillError, InputError
-from pipeline.extract import HermesDB, with_retry
+from pipeline.extract import HermesDB
 from pipeline.models import Chunk, Facts, Note, RunReport, Session, SessionResult, SessionSummary
 
 Summariser = Callable[[Session, list[Chunk], Facts], SessionSummary]
 
 #: Bump when rendering or summarising changes in a way that should refresh every note.
 PIPELINE_REVISION = "1"
+#: Above this many selected sessions, their message counts are read in one scan (``preload_message_stats``).
+MANY_SESSIONS = 100
 
 
 def select_sessions(
@@ -76,15 +78,7 @@ def select_sessions(
 def fingerprint(db: HermesDB, root_id: str) -> str:
     """Cheap change detector for a logical session, read without touching message bodies."""
     ids = db.chain(root_id)
-    marks = ",".join("?" * len(ids))
-    flags = "SUM(active), SUM(compacted)" if "compacted" in db.message_cols else "SUM(active), 0"
-    agg = with_retry(
-        lambda: db.conn.execute(
-            f"SELECT session_id, COUNT(*), MAX(id), {flags} FROM messages "
-            f"WHERE session_id IN ({marks}) GROUP BY session_id ORDER BY session_id",
-            ids,
-        ).fetchall()
-    )
+    agg = db.message_stats(ids)
     rows = db.rows()
     payload = {
         "sessions": [{k: v for k, v in rows[i].data.items() if k != "_last_msg"} for i in ids],
@@ -287,6 +281,8 @@ def run(
             ids = [s.id for s in sessions]
         else:
             ids = select_sessions(db, settings, notices=report.notices)
+            if len(ids) > MANY_SESSIONS:
+                db.preload_message_stats()
         report.selected = len(ids)
         # A dry run must not even create the output directory; the index is saved once at the end.
         store = NoteStore(settings.out, create=not settings.dry_run, autosave=False)

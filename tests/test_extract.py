@@ -192,3 +192,16 @@ def test_with_retry_retries_only_transient_errors() -> None:
     with pytest.raises(sqlite3.OperationalError):
         with_retry(broken)
     assert calls["n"] == 1
+
+
+@pytest.mark.parametrize("db_path", [V31, V22], ids=["v31", "v22"])
+def test_preloaded_message_stats_give_the_same_fingerprints(db_path: Path) -> None:
+    """A run over many sessions reads message counts in one scan; the fingerprints must not change."""
+    from pipeline.run import fingerprint
+
+    with HermesDB(db_path) as per_session:
+        expected = {sid: fingerprint(per_session, sid) for sid in per_session.logical_ids()}
+    with HermesDB(db_path) as bulk:
+        bulk.preload_message_stats()
+        assert {sid: fingerprint(bulk, sid) for sid in bulk.logical_ids()} == expected
+    assert len(expected) >= 5
