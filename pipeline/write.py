@@ -246,25 +246,19 @@ class NoteStore:
         # Without an index entry, look where this session's notes are named: same month folder,
         # file name ending in its short id. Cheap, and keeps the path stable if the index was lost.
         for path in self._named_like(candidate.parent, short_id(sid)):
-            meta = _read_meta(path)
-            if meta is not None and str(meta.get("id")) == sid:
+            if _owned_by(path, sid):
                 return self._claim(claims, sid, path.relative_to(self.out_dir).as_posix())
         rel = PurePosixPath(note.relpath)
         n = 1
         # Same slug and short id, different session: on disk, or handed to a write still in flight.
         # A file there may also be this session's own, written by a concurrent run after the folder
         # was listed (its mtime can tick too coarsely to show that): its frontmatter says whose it is.
-        while claims.get(rel.as_posix(), sid) != sid or not self._free_or_ours(rel, sid):
+        while claims.get(rel.as_posix(), sid) != sid or (
+            (self.out_dir / rel).exists() and not _owned_by(self.out_dir / rel, sid)
+        ):
             n += 1
             rel = PurePosixPath(note.relpath).with_name(f"{PurePosixPath(note.relpath).stem}-{n}.md")
         return self._claim(claims, sid, rel.as_posix())
-
-    def _free_or_ours(self, rel: PurePosixPath, session_id: str) -> bool:
-        path = self.out_dir / rel
-        if not path.exists():
-            return True
-        meta = _read_meta(path)
-        return meta is not None and str(meta.get("id")) == session_id
 
     def _named_like(self, directory: Path, short: str) -> list[Path]:
         """``sorted(directory.glob(f"*-{short}*.md"))``, from a cached listing of the folder.
@@ -273,7 +267,7 @@ class NoteStore:
         made that quadratic (2,000 notes in one folder: 1.5 s of listdir, 4 s of matching). The
         listing is reused while the folder's mtime is unchanged, and this store's own writes are
         added to it (``_listed``); another process's write shows up as a changed mtime (when the
-        clock ticked between the two writes; ``_free_or_ours`` catches the rest at the target path).
+        clock ticked between the two writes; ``_locate`` checks the owner of a file at the target path).
         """
         try:
             mtime = directory.stat().st_mtime_ns
@@ -484,6 +478,12 @@ def _check_relpath(note: Note) -> None:
     rel = PurePosixPath(note.relpath)
     if rel.is_absolute() or ".." in rel.parts or "\\" in note.relpath or rel.suffix != ".md":
         raise SessionError(note.session_id, f"unsafe note path {note.relpath!r}")
+
+
+def _owned_by(path: Path, session_id: str) -> bool:
+    """Whether the note at ``path`` says, in its frontmatter, that it is ``session_id``'s."""
+    meta = _read_meta(path)
+    return meta is not None and str(meta.get("id")) == session_id
 
 
 def _read_meta(path: Path) -> dict[str, Any] | None:
