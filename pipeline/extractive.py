@@ -35,6 +35,7 @@ from pipeline.endstate import _DONE, _FAILED, _claims_done, _tool_signal, infer_
 from pipeline.facts import file_touches
 from pipeline.lang import typed_prose
 from pipeline.models import (
+    NOTE_ERRORS_MAX,
     Chunk,
     Decision,
     Facts,
@@ -48,8 +49,6 @@ from pipeline.models import (
 from pipeline.turns import _has_prose, _kind, _live, _prose, _replies, _sentences, _until_closer
 
 MAX_ASK = 300
-#: Errors listed in a note: the first ones the session hit (facts keep up to 20 for search).
-MAX_ERRORS = 6
 MAX_PHASE_SPLITS = 6
 
 _ACK_PREFIX = re.compile(r"^(?:(?:ok(?:ay)?|nice|great|thanks|thank you|cool|perfect|good|好的|好|谢谢)[\s,.!。，！]+)+",
@@ -354,7 +353,7 @@ def summarise_extractive(
         decisions=tuple(decision_candidates(session.messages)[:12]),
         output_files=tuple(facts.output_files),
         open_items=tuple(open_items(session)),
-        errors=tuple(Problem(error=e) for e in facts.errors[:MAX_ERRORS]),
+        errors=tuple(Problem(error=e) for e in facts.errors[:NOTE_ERRORS_MAX]),
         end_state=infer_end_state(session, facts),
         language=lang,
         tags=tuple(_tags(session, facts)),

@@ -191,6 +191,10 @@ class Phase(_Frozen):
     generation: int = 0
 
 
+#: Errors a note lists, whichever summariser wrote it (``Facts`` keep more, for search).
+NOTE_ERRORS_MAX = 6
+
+
 class Problem(_Frozen):
     """An error the session hit, and how it was fixed (empty when it was not, or nobody said)."""
 

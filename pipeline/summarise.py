@@ -39,6 +39,7 @@ from pipeline.config import Settings
 from pipeline.lang import written_language
 from pipeline.llm import BudgetExceeded, LLMClient
 from pipeline.models import (
+    NOTE_ERRORS_MAX,
     Chunk,
     Decision,
     Facts,
@@ -147,7 +148,6 @@ def ground_files(named: Sequence[FileOut], facts: Facts, haystack: str) -> tuple
 
 
 _TOKEN = re.compile(r"[^\W_]{3,}|[\u3400-\u9fff]")
-MAX_ERRORS = 6
 
 
 def _grounded_share(text: str, haystack: str) -> float:
@@ -175,7 +175,7 @@ def ground_errors(named: Sequence[ErrorFix], facts: Facts, haystack: str) -> tup
         low = error.lower()
         if not any(p.error.lower() in low or low in p.error.lower() for p in out):
             out.append(Problem(error=error))
-    return out[:MAX_ERRORS], len(dropped)
+    return out[:NOTE_ERRORS_MAX], len(dropped)
 
 
 def _output_files(facts: Facts, kept: Sequence[FileOut]) -> list[str]:
