@@ -8,7 +8,6 @@ the prior tail message before its delimiter) becomes the checkpoint plus that au
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
@@ -233,6 +232,10 @@ def decode_row(row: dict[str, Any], problems: list[str], *, segment: str | None 
     ]
 
 
+#: Prefix of an identity derived from the row's payload, valid within one process only.
+PAYLOAD_IDENTITY = "payload:"
+
+
 def identity(row: dict[str, Any]) -> str:
     """Cross-generation identity of a stored message, as Hermes's display dedupe defines it.
 
@@ -244,8 +247,16 @@ def identity(row: dict[str, Any]) -> str:
         return f"uid:{row['message_uid']}"
     if row.get("display_order") is not None:
         return f"order:{row['display_order']}"
-    key = repr(tuple(row.get(k) for k in ("role", "content", "timestamp", "tool_call_id", "tool_calls", "tool_name")))
-    return "sha:" + hashlib.sha256(key.encode("utf-8", "replace")).hexdigest()[:32]
+    # Only compared within one read of one session (``chunk.logical_transcript``), so Python's own
+    # tuple hash will do (hashing a repr with sha256 was a tenth of reading's cost). It differs from
+    # one process to the next, so it is never stored (``importdb`` leaves such rows without a
+    # message_uid). 64 bits: two different payloads in one session collide with odds of about n²/2⁶⁵.
+    key = tuple(row.get(k) for k in ("role", "content", "timestamp", "tool_call_id", "tool_calls", "tool_name"))
+    try:
+        h = hash(key)
+    except TypeError:  # a column already decoded into a list or dict (JSON exports)
+        h = hash(repr(key))
+    return f"{PAYLOAD_IDENTITY}{h & 0xFFFFFFFFFFFFFFFF:016x}"
 
 
 def _float(value: Any) -> float | None:

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from pipeline.decode import PAYLOAD_IDENTITY
 from pipeline.errors import InputError, NotAHermesDatabase
 from pipeline.models import Message, Session
 
@@ -190,8 +191,13 @@ def _message_row(s: Session, m: Message, fallback_ts: float) -> dict[str, Any]:
         "timestamp": m.timestamp if m.timestamp is not None else fallback_ts,
         "reasoning": m.reasoning, "_compressed_summary": int(m.is_carrier),
         "active": int(m.active), "compacted": int(m.compacted),
-        "display_kind": "hidden" if m.is_carrier else None, "message_uid": m.identity,
+        "display_kind": "hidden" if m.is_carrier else None, "message_uid": _stable_identity(m),
     }
+
+
+def _stable_identity(m: Message) -> str | None:
+    # A payload identity is a per-process hash: read back, the row's payload gives it again.
+    return None if m.identity is None or m.identity.startswith(PAYLOAD_IDENTITY) else m.identity
 
 
 def _insert(conn: sqlite3.Connection, table: str, row: dict[str, Any], cols: set[str]) -> None:
