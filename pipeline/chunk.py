@@ -93,16 +93,24 @@ def assign_generations(transcript: Sequence[Message]) -> tuple[list[tuple[int, M
 
 def split_by_budget(messages: list[Message], budget: int) -> list[list[Message]]:
     """Split at user turns so no part exceeds ``budget`` tokens (a single huge turn stays whole)."""
-    parts: list[list[Message]] = [[]]
+    return [part for part, _tokens in _split_counted(messages, budget)]
+
+
+def _split_counted(messages: list[Message], budget: int) -> list[tuple[list[Message], int]]:
+    """``split_by_budget`` with each part's token estimate, so no message is measured twice."""
+    parts: list[tuple[list[Message], int]] = []
+    part: list[Message] = []
     used = 0
     for m in messages:
         cost = message_tokens(m)
-        if parts[-1] and used + cost > budget and m.role == "user":
-            parts.append([])
-            used = 0
-        parts[-1].append(m)
+        if part and used + cost > budget and m.role == "user":
+            parts.append((part, used))
+            part, used = [], 0
+        part.append(m)
         used += cost
-    return [p for p in parts if p]
+    if part:
+        parts.append((part, used))
+    return parts
 
 
 def chunk_hash(session_id: str, generation: int, messages: Sequence[Message], checkpoint: str | None) -> str:
@@ -127,8 +135,8 @@ def chunk_session(session: Session, *, budget: int = DEFAULT_CHUNK_TOKENS) -> li
         by_gen.setdefault(gen, []).append(m)
     chunks: list[Chunk] = []
     for gen in sorted(by_gen):
-        parts = split_by_budget(by_gen[gen], budget)
-        for i, part in enumerate(parts):
+        parts = _split_counted(by_gen[gen], budget)
+        for i, (part, tokens) in enumerate(parts):
             # The checkpoint summarises the whole generation: attach it to its last part.
             checkpoint = checkpoints.get(gen) if i == len(parts) - 1 else None
             chunks.append(
@@ -138,7 +146,7 @@ def chunk_session(session: Session, *, budget: int = DEFAULT_CHUNK_TOKENS) -> li
                     part=i,
                     messages=tuple(part),
                     checkpoint=checkpoint,
-                    token_estimate=sum(message_tokens(m) for m in part),
+                    token_estimate=tokens,
                     content_hash=chunk_hash(session.id, gen, part, checkpoint),
                 )
             )
