@@ -265,6 +265,9 @@ class LLMClient:
             if pending:
                 loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             loop.run_until_complete(loop.shutdown_asyncgens())
+            # litellm runs part of each call in the loop's default executor; as asyncio.run does,
+            # join those threads here rather than leave them to interpreter shutdown.
+            loop.run_until_complete(loop.shutdown_default_executor())
         finally:
             loop.close()
 

@@ -221,6 +221,26 @@ def test_two_runs_at_once_do_not_corrupt(tmp_path: Path) -> None:
     assert not list(out.rglob("*.tmp"))
 
 
+# ``entry`` as the console script runs it, in a process that has loaded litellm (as every LLM run has).
+_ENTRY_WITH_LITELLM = "import sys, litellm; from pipeline.cli import entry; sys.argv[0] = 'distill'; entry()"
+
+
+def test_quick_exit_after_litellm_keeps_output_and_exit_codes(tmp_path: Path) -> None:
+    env = {**os.environ, "HERMES_HOME": str(tmp_path / "home"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    out = tmp_path / "out"
+    ok = subprocess.run([sys.executable, "-c", _ENTRY_WITH_LITELLM, "--db", str(V31), "--all", "--out", str(out),
+                         "--summarizer", "extractive", "--json"], capture_output=True, text=True, env=env,
+                        timeout=180, check=False)
+    assert ok.returncode == 0, ok.stderr
+    report = json.loads(ok.stdout)  # the whole report reached the pipe before the process ended
+    assert report["written"] == DEFAULT_NOTES == len(notes(out))
+    assert (out / ".distill" / "index.json").is_file()
+    bad = subprocess.run([sys.executable, "-c", _ENTRY_WITH_LITELLM, "--db", str(tmp_path / "missing.db"), "--all"],
+                         capture_output=True, text=True, env=env, timeout=180, check=False)
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines()[-1].startswith("Error:"), bad.stderr
+
+
 TRANSCRIPTS = ROOT / "fixtures" / "transcripts"
 
 
