@@ -290,19 +290,24 @@ def run(
         steps = _iterate_n(len(ids), progress)
         distil = partial(distill_session, settings=settings, store=store, summarise=summarise,
                          summariser_id=summariser_id, distilled_at=now, skills_for=skills_lookup(settings))
-        if db is None:
+        check = None if db is None else _Check(db, store, seen, settings, summariser_id)
+        if check is None:
             load: Callable[[str], Loaded] = {s.id: (None, s) for s in sessions}.__getitem__
         else:
-            load = partial(_load, db, settings=settings, store=store, seen=seen, summariser_id=summariser_id)
+            load = partial(_load, check, db)
         jobs = _worker_count(settings, builtin=builtin, sessions=len(ids))
+        if jobs > 1 and check is not None and not settings.force:
+            # Worker processes cost a fork each: count the sessions that need work before starting
+            # any, so a nightly re-run with little or nothing new stays in this process.
+            jobs = _worker_count(settings, builtin=builtin, sessions=sum(1 for sid in ids if not check.current(sid)))
         if llm is not None:
             from pipeline.llmrun import windowed
 
             results = windowed(((ids[i], *load(ids[i])) for i in steps), llm, settings=settings, store=store,
                                distilled_at=now, guarded=_guarded)
         elif jobs > 1:
-            results = _pooled(ids, steps, db, load, jobs, settings=settings, store=store, seen=seen,
-                              summariser_id=summariser_id, distilled_at=now)
+            results = _pooled(ids, steps, db, load, jobs, settings=settings, store=store,
+                              summariser_id=summariser_id, distilled_at=now, check=check)
         else:
             results = _serial(ids, steps, load, distil)
         for sid, fp, result in results:
@@ -353,15 +358,42 @@ def _iterate_n(n: int, progress: Callable[[int], Iterable[int]] | None) -> Itera
 Loaded = tuple[str | None, Session | SessionResult]
 
 
-def _load(
-    db: HermesDB, sid: str, *, settings: Settings, store: object, seen: _Fingerprints, summariser_id: str
-) -> Loaded:
+class _Check:
+    """Per session id, once: its fingerprint, and its note's path when that note is current for it.
+
+    The pre-count of sessions that need work and the run itself ask the same question; a failure
+    is not remembered, so the caller that reports it sees it.
+    """
+
+    def __init__(self, db: HermesDB, store: object, seen: _Fingerprints, settings: Settings, summariser_id: str) -> None:
+        self.db, self.store, self.seen, self.settings, self.summariser_id = db, store, seen, settings, summariser_id
+        self._done: dict[str, tuple[str, str | None]] = {}
+
+    def __call__(self, sid: str) -> tuple[str, str | None]:
+        if sid not in self._done:
+            fp = fingerprint(self.db, sid)
+            # The fingerprint first: a stat of the note is only worth it when the input is unchanged.
+            current = (not self.settings.force and self.seen.get(sid) == (fp, self.summariser_id)
+                       and self.store.path_for(sid)) or None  # type: ignore[attr-defined]
+            self._done[sid] = (fp, current)
+        return self._done[sid]
+
+    def current(self, sid: str) -> bool:
+        try:
+            return self(sid)[1] is not None
+        except Exception:  # unreadable now: it needs work, and the run reports why
+            return False
+
+    def unchanged(self, sid: str, rel: str) -> SessionResult:
+        return SessionResult(session_id=sid, status="unchanged", path=str(self.settings.out / rel))
+
+
+def _load(check: _Check, db: HermesDB, sid: str) -> Loaded:
     """(fingerprint, the session to distill), or a result when the fingerprint says it is unchanged."""
     try:
-        fp = fingerprint(db, sid)
-        existing = store.path_for(sid)  # type: ignore[attr-defined]
-        if not settings.force and existing and seen.get(sid) == (fp, summariser_id):
-            return fp, SessionResult(session_id=sid, status="unchanged", path=str(settings.out / existing))
+        fp, current = check(sid)
+        if current:
+            return fp, check.unchanged(sid, current)
         return fp, db.read_session(sid)
     except Exception as exc:  # one bad session must not stop the run; it is reported
         return None, _failed(sid, exc)
@@ -378,7 +410,7 @@ def _serial(
 
 def _pooled(
     ids: list[str], steps: Iterable[int], db: HermesDB | None, load: Callable[[str], Loaded], jobs: int, *,
-    settings: Settings, store: object, seen: _Fingerprints, summariser_id: str, distilled_at: datetime,
+    settings: Settings, store: object, summariser_id: str, distilled_at: datetime, check: _Check | None,
 ) -> Iterator[tuple[str, str | None, SessionResult]]:
     """As ``_serial``, with read → render in worker processes (see ``pipeline.parallel``).
 
@@ -430,12 +462,11 @@ def _pooled(
                 else:
                     yield from pool.add(sid, fp, got)
                 continue
+            assert check is not None
             try:
-                fp = fingerprint(db, sid)
-                existing = store.path_for(sid)  # type: ignore[attr-defined]
-                if not settings.force and existing and seen.get(sid) == (fp, summariser_id):
-                    done = SessionResult(session_id=sid, status="unchanged", path=str(settings.out / existing))
-                    yield from pool.add(sid, fp, done)
+                fp, current = check(sid)
+                if current:
+                    yield from pool.add(sid, fp, check.unchanged(sid, current))
                     continue
                 lineage = db.lineage(sid)
             except Exception as exc:  # as in _load: reported, and no fingerprint is recorded

@@ -296,6 +296,26 @@ def test_jobs_change_speed_only(db: Path, tmp_path: Path) -> None:
     assert runs["1"] == runs["3"]
 
 
+def test_rerun_with_nothing_new_starts_no_workers(db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pipeline.parallel as parallel
+
+    pools: list[int] = []
+    real_init = parallel.DraftPool.__init__
+
+    def counting_init(self: parallel.DraftPool, jobs: int, *args: object, **kwargs: object) -> None:
+        pools.append(jobs)
+        real_init(self, jobs, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(parallel.DraftPool, "__init__", counting_init)
+    args = ("--db", db, "--all", "--out", tmp_path / "out", "--jobs", "3", "--exclude-source", "none")
+    assert invoke(*args)[0] == 0
+    assert pools == [3]  # enough new sessions: workers were started
+    code, stdout, stderr = invoke(*args, "--json")
+    assert code == 0, stderr
+    assert json.loads(stdout)["unchanged"] == len(notes(tmp_path / "out"))
+    assert pools == [3]  # nothing to distill: no process was forked for it
+
+
 def test_jobs_rerun_with_stale_index_rewrites_the_missing_note(db: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     assert invoke("--db", db, "--all", "--out", out, "--jobs", "2")[0] == 0
