@@ -1,6 +1,6 @@
 """LLM-path benchmark (issue 3): what the summariser sends, how many calls, how long, how parallel.
 
-    .venv/bin/python evals/bench_llm.py [--no-local] [--delay 0.5] [--jobs 8]
+    .venv/bin/python evals/bench_llm.py [--no-local] [--delay 0.5 --delay 5] [--jobs 8]
 
 One run measures and prints (and writes to ``evals/reports/bench_llm.md``):
 
@@ -15,7 +15,7 @@ One run measures and prints (and writes to ``evals/reports/bench_llm.md``):
 3. **Seconds per session with the local model**: the ``distill`` CLI on two short sessions against
    the llama.cpp server running Qwen2.5-Coder-1.5B (through the recorder, which times each call).
    ``--no-local`` skips it; a server that does not come up within the timeout is reported, not fatal.
-4. **--jobs speed-up**: the ``distill`` CLI over ≥ 16 sessions against the stub with a fixed delay,
+4. **--jobs speed-up**: the ``distill`` CLI over ≥ 16 sessions against the stub with a fixed delay (each ``--delay``),
    ``--jobs 1`` then ``--jobs N``, each with a fresh ``HERMES_HOME`` (so a fresh cache). Reported: wall
    time of the process, and the *model-bound span* (first request in to last answer out, as the stub
    saw it), plus the peak and mean number of requests in flight.
@@ -385,8 +385,8 @@ def fmt_files(row: TokenRow) -> str:
 
 
 def render(
-    rows: list[TokenRow], local: list[LocalRun], local_note: str, j1: JobsRun | None, jn: JobsRun | None,
-    delay: float, overhead: float | None, load: str,
+    rows: list[TokenRow], local: list[LocalRun], local_note: str, pairs: list[tuple[float, JobsRun, JobsRun]],
+    overhead: float | None, load: str,
 ) -> str:
     out = ["# LLM-path benchmark (issue 3)", "",
            f"Machine: {os.cpu_count()} CPUs, load average at start {load}. Tokens: `litellm.token_counter` "
@@ -417,30 +417,36 @@ def render(
             per = sum(lr.call_s) / len(lr.call_s) if lr.call_s else 0.0
             out.append(f"| {lr.name} | {lr.wall_s:.1f} | {lr.calls} | {per:.1f} ({each}) | {lr.prompt_tokens:,} | "
                        f"{lr.summarizer}{' fallback' if lr.fallbacks else ''} | {lr.note} |")
-    out += ["", f"## `--jobs` speed-up (stub server, {delay} s per call, fresh cache each run)", ""]
-    if j1 is None or jn is None:
+    out += ["", "## `--jobs` speed-up (stub server with a fixed delay per call, fresh cache each run)", ""]
+    if not pairs:
         out.append("skipped")
         return "\n".join(out) + "\n"
-    out += ["| jobs | sessions written | calls | wall s (process) | run elapsed s | model-bound span s | "
+    out += ["| delay s | jobs | sessions written | calls | wall s (process) | run elapsed s | model-bound span s | "
             "peak in flight | mean in flight | fallbacks | note summarizer |",
-            "|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|"]
-    for j in (j1, jn):
-        out.append(f"| {j.jobs} | {j.written} | {j.calls} | {j.wall_s:.1f} | {j.elapsed_s:.1f} | {j.span_s:.1f} | "
-                   f"{j.peak} | {j.mean_inflight:.1f} | {j.fallbacks} | {', '.join(sorted(j.summarizers))} |")
-    wall_x, span_x = j1.wall_s / jn.wall_s, j1.span_s / jn.span_s
-    fixed = j1.wall_s - j1.span_s
-    out += ["", f"Speed-up `--jobs {jn.jobs}` over `--jobs 1`: **wall {wall_x:.1f}×**, model-bound span {span_x:.1f}× "
-            f"(target ≥ {TARGET_SPEEDUP:.0f}× {'met' if wall_x >= TARGET_SPEEDUP else 'missed'}).",
-            f"Time outside the model-bound span (process start, litellm import, reading, rendering): {fixed:.1f} s; "
-            f"with it fixed, even infinite concurrency caps the wall speed-up at {j1.wall_s / fixed:.1f}×."
-            + (f" A bare `import litellm, instructor` in a fresh process took {overhead:.1f} s." if overhead else "")]
+            "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|"]
+    for delay, j1, jn in pairs:
+        for j in (j1, jn):
+            out.append(f"| {delay:g} | {j.jobs} | {j.written} | {j.calls} | {j.wall_s:.1f} | {j.elapsed_s:.1f} | "
+                       f"{j.span_s:.1f} | {j.peak} | {j.mean_inflight:.1f} | {j.fallbacks} | "
+                       f"{', '.join(sorted(j.summarizers))} |")
+    out.append("")
+    for delay, j1, jn in pairs:
+        wall_x, span_x = j1.wall_s / jn.wall_s, j1.span_s / jn.span_s
+        fixed = j1.wall_s - j1.span_s
+        out.append(f"- {delay:g} s per call: `--jobs {jn.jobs}` over `--jobs 1` **wall {wall_x:.1f}×**, model-bound "
+                   f"span {span_x:.1f}× (target ≥ {TARGET_SPEEDUP:.0f}× {'met' if wall_x >= TARGET_SPEEDUP else 'missed'});"
+                   f" {fixed:.1f} s of each run is outside the model-bound span (process start, litellm import, "
+                   f"reading, rendering), which caps the wall speed-up at {j1.wall_s / fixed:.1f}×.")
+    if overhead:
+        out.append(f"- A bare `import litellm, instructor` in a fresh process took {overhead:.1f} s in this run.")
     return "\n".join(out) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--no-local", action="store_true", help="skip part 3 (the real Qwen server)")
-    parser.add_argument("--delay", type=float, default=0.5, help="stub seconds per call for part 4")
+    parser.add_argument("--delay", type=float, action="append",
+                        help="stub seconds per call for part 4; repeat for several (default: 0.5 and 5)")
     parser.add_argument("--jobs", type=int, default=8, help="the --jobs compared with --jobs 1")
     parser.add_argument("--qwen-port", type=int, default=8765)
     parser.add_argument("--qwen-startup", type=float, default=180.0, help="seconds to wait for the Qwen server")
@@ -453,16 +459,19 @@ def main(argv: list[str] | None = None) -> int:
         rows = measure_tokens(work)
         print(f"parts 1-2: {len(rows)} sessions measured", file=sys.stderr)
         db = jobs_db(work)
-        with StubServer(delay=args.delay) as stub:
-            j1 = run_jobs(db, stub, 1, work)
-            jn = run_jobs(db, stub, args.jobs, work)
-        print(f"part 4: jobs 1 {j1.wall_s:.1f}s, jobs {args.jobs} {jn.wall_s:.1f}s", file=sys.stderr)
+        pairs: list[tuple[float, JobsRun, JobsRun]] = []
+        for delay in args.delay or [0.5, 5.0]:
+            with StubServer(delay=delay) as stub:
+                j1 = run_jobs(db, stub, 1, work)
+                jn = run_jobs(db, stub, args.jobs, work)
+            pairs.append((delay, j1, jn))
+            print(f"part 4 ({delay:g} s): jobs 1 {j1.wall_s:.1f}s, jobs {args.jobs} {jn.wall_s:.1f}s", file=sys.stderr)
         overhead = import_overhead()
         local: list[LocalRun] = []
         local_note = "skipped (--no-local)"
         if not args.no_local:
             local, local_note = measure_local(work, args.qwen_port, args.qwen_startup, args.qwen_timeout)
-    table = render(rows, local, local_note, j1, jn, args.delay, overhead, load)
+    table = render(rows, local, local_note, pairs, overhead, load)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(table, encoding="utf-8")
     print(table)
