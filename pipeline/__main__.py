@@ -1,3 +1,3 @@
-from pipeline.cli import entry
+from pipeline.quick import entry
 
 entry()

@@ -181,9 +181,16 @@ def _run(
         raise InputError(f"--out {settings.out}: exists and is not a directory")
     progress = None if quiet else _progress
     on_result = None if quiet else _echo_result
+    from pipeline import quick
+
+    # Taken before the run reads the database: a write during the run makes the next run a full one.
+    before = {} if settings.inputs else quick.db_stamps(settings.db)
     report = run(settings, progress=progress, on_result=on_result)
     if settings.dry_run:
         return report
+    if _invocation is not None and not settings.inputs and not promote_skill and not propose_skills:
+        quick.save(_invocation, before=before, out=settings.out, home=settings.home,
+                   report=report.model_dump(mode="json"), setup_notices=report.setup_notices)
     if promote_skill:
         from pipeline.promote import promote_session
 
@@ -215,24 +222,16 @@ def _progress(total: int) -> Iterable[int]:
 
 
 def _echo_result(result: SessionResult) -> None:
-    if result.status == "failed":
-        typer.echo(f"failed     {result.session_id}: {result.error}", err=True)
-    elif result.status in ("written", "would-write"):
-        typer.echo(f"{result.status:<10} {result.path}")
-    for problem in result.problems:
-        typer.echo(f"warning    {result.session_id}: {problem}", err=True)
+    from pipeline.quick import result_lines
+
+    for to_err, line in result_lines(result.model_dump(mode="json")):
+        typer.echo(line, err=to_err)
 
 
 def _print_summary(report: RunReport) -> None:
-    verb = "would write" if report.dry_run else "written"
-    typer.echo(
-        f"{report.selected} selected, {report.written} {verb}, {report.unchanged} unchanged, "
-        f"{report.skipped} skipped, {report.failed} failed ({report.summarizer}, {report.elapsed_s:.2f}s) "
-        f"→ {report.out}",
-        err=True,
-    )
-    for notice in report.notices:
-        typer.echo(notice, err=True)
+    from pipeline.quick import summary_lines
+
+    typer.echo("\n".join(summary_lines(report.model_dump(mode="json"))), err=True)
 
 
 import_app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
@@ -285,10 +284,14 @@ def _tool_apps() -> dict[str, typer.Typer]:
 
 
 TOOL_NAMES = ("hook", "import", "eval", "skills")
+#: The command line of this process's main command, for ``pipeline.quick``'s record of a clean run.
+_invocation: list[str] | None = None
 
 
 def main(argv: list[str] | None = None) -> None:
+    global _invocation
     args = list(sys.argv[1:] if argv is None else argv)
+    _invocation = args
     try:
         if args and args[0] in TOOL_NAMES:
             tools = _tool_apps()
@@ -302,6 +305,8 @@ def main(argv: list[str] | None = None) -> None:
         # Writes are atomic and a local model server is stopped on the way out, so this is safe.
         typer.echo("Interrupted: notes already written are complete; run again to continue.", err=True)
         raise SystemExit(130) from None
+    finally:
+        _invocation = None
 
 
 def entry() -> None:

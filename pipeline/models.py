@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 Role = Literal["user", "assistant", "tool", "system"]
 PhaseOutcome = Literal["done", "partial", "failed", "abandoned", "unknown"]
@@ -265,6 +265,16 @@ class RunReport(BaseModel):
     fallbacks: int = 0
     elapsed_s: float = 0.0
     notices: list[str] = Field(default_factory=list)
+    #: how many ``notices`` were said before any session was read (selection, model choice): the
+    #: ones an unchanged re-run says again (``pipeline.quick``); not part of the printed report
+    _setup_notices: int = PrivateAttr(default=0)
+
+    @property
+    def setup_notices(self) -> int:
+        return self._setup_notices
+
+    def mark_setup_done(self) -> None:
+        self._setup_notices = len(self.notices)
 
     def add(self, result: SessionResult) -> None:
         self.results.append(result)

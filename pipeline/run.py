@@ -284,6 +284,7 @@ def run(
             if len(ids) > MANY_SESSIONS:
                 db.preload_message_stats()
         report.selected = len(ids)
+        report.mark_setup_done()
         # A dry run must not even create the output directory; the index is saved once at the end.
         store = NoteStore(settings.out, create=not settings.dry_run, autosave=False)
         seen = _Fingerprints(settings.out)
