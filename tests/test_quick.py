@@ -145,3 +145,18 @@ def test_records_are_pruned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         os.utime(folder / f"{i}.json", ns=(i * 10**9, i * 10**9))
     quick._prune(folder)
     assert sorted(p.name for p in folder.iterdir()) == ["2.json", "3.json", "4.json"]
+
+
+def test_no_record_vouches_for_a_note_that_is_gone(tmp_path: Path) -> None:
+    note = tmp_path / "out" / "2026" / "11" / "a.md"
+    note.parent.mkdir(parents=True)
+    note.write_text("---\nid: a\n---\n")
+    report = {"db": "x", "out": str(tmp_path / "out"), "summarizer": "extractive", "selected": 1, "written": 1,
+              "unchanged": 0, "skipped": 0, "failed": 0, "dry_run": False, "fallbacks": 0, "notices": [],
+              "results": [{"session_id": "a", "status": "written", "path": str(note), "error": None, "problems": []}]}
+    env = {"HERMES_HOME": str(tmp_path / "home")}
+    args = {"before": quick.db_stamps(tmp_path / "state.db"), "out": tmp_path / "out", "home": tmp_path / "home",
+            "report": report, "setup_notices": 0, "env": env, "cwd": str(tmp_path)}
+    assert quick.save(["--all"], **args) is not None
+    note.unlink()
+    assert quick.save(["--all"], **args) is None
