@@ -6,6 +6,15 @@ are skipped (their text arrives as the chunk's checkpoint). Everything taken fro
 passed through ``defence`` before it goes between our ``<session_data>``-style fences, so a
 session cannot close a fence and speak outside it.
 
+How hard to cut depends on the chunk's size. A chunk within the chunking budget
+(``DEFAULT_CHUNK_TOKENS``) is sent with the loosest limits: cutting such chunks to a third made the
+local model miss decisions (eval decision recall 0.65 → 0.55, no better than extractive). A chunk
+that outgrew the budget (splits fall only at user turns, so one turn with huge tool output makes
+one) gets a budget in proportion to its size, and the loosest limits that fit it. Tool output
+tails and long prose go first (the files and commands are already in the deterministic facts);
+commands, paths and flags keep at least 200 characters; a user turn is cut last and only when
+long (a paste), because goals and decisions are stated in the asks.
+
 ``grounding_text`` is the other direction: everything the session said or did, for grounding what
 the model answers.
 """
@@ -14,13 +23,41 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from pipeline.chunk import estimate_tokens
+from pipeline.config import DEFAULT_CHUNK_TOKENS
 from pipeline.models import Chunk, Message, Session
 
-TOOL_HEAD, TOOL_TAIL = 700, 300
-TEXT_HEAD, TEXT_TAIL = 3000, 1000
-ARGS_LIMIT = 500
+
+@dataclass(frozen=True)
+class Limits:
+    """Characters kept, as (head, tail), of a tool result, tool arguments, the assistant's text and the user's."""
+
+    tool: tuple[int, int]
+    args: tuple[int, int]
+    text: tuple[int, int]
+    user: tuple[int, int] = (3000, 1000)
+
+
+#: Loosest first. Level 0 is what every chunk within FULL_CHUNK gets. Commands, paths and flags sit in
+#: tool arguments and at the head of a tool result (a SpecStory result opens with its command), so
+#: those keep at least 200 characters; tails and prose take the cuts. A user turn is cut only at the
+#: last two levels, and only when it is long: a pasted log or file, not an ask.
+LEVELS = (
+    Limits(tool=(700, 300), args=(333, 166), text=(3000, 1000)),
+    Limits(tool=(400, 120), args=(333, 166), text=(1800, 500)),
+    Limits(tool=(250, 60), args=(250, 100), text=(1000, 300), user=(1500, 500)),
+    Limits(tool=(200, 40), args=(200, 80), text=(600, 200), user=(900, 300)),
+)
+#: A chunk estimated at more than this is oversized and gets a budget; up to it, level 0.
+FULL_CHUNK = DEFAULT_CHUNK_TOKENS
+#: An oversized chunk's transcript may take this share of the chunk's estimated tokens...
+BUDGET_SHARE = 0.22
+#: ...and never needs to be smaller than this: the fixed prompt (instructions, schema, candidate
+#: decisions: about 1k tokens) already dominates a call that small.
+BUDGET_FLOOR = 1750
 _FENCES = ("session_data", "checkpoint_data", "parts_data")
 
 
@@ -52,12 +89,12 @@ def truncate(text: str, head: int, tail: int) -> str:
     return f"{text[:head]}\n[… {cut:,} chars omitted …]\n{text[-tail:]}"
 
 
-def _args(arguments: dict[str, Any] | str) -> str:
+def _args(arguments: dict[str, Any] | str, limits: Limits) -> str:
     raw = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-    return truncate(raw, ARGS_LIMIT * 2 // 3, ARGS_LIMIT // 3)
+    return truncate(raw, *limits.args)
 
 
-def render_message(m: Message) -> str | None:
+def render_message(m: Message, limits: Limits = LEVELS[0]) -> str | None:
     if m.is_carrier:
         return None  # its text is the chunk checkpoint
     ident = f"#{m.row_id}" if m.row_id is not None else ""
@@ -66,19 +103,32 @@ def render_message(m: Message) -> str | None:
         content = (content + f" [image ×{m.images}]").strip()
     if m.role == "tool":
         head = f"[tool{ident} {m.tool_name or ''}]".replace(" ]", "]")
-        return f"{head} {truncate(content, TOOL_HEAD, TOOL_TAIL)}"
+        return f"{head} {truncate(content, *limits.tool)}"
+    text = limits.user if m.role == "user" else limits.text
     lines = (
-        [f"[{m.role}{ident}] {truncate(content, TEXT_HEAD, TEXT_TAIL)}".rstrip()]
+        [f"[{m.role}{ident}] {truncate(content, *text)}".rstrip()]
         if content or not m.tool_calls
         else [f"[{m.role}{ident}]"]
     )
-    lines += [f"  → {c.name}({_args(c.arguments)})" for c in m.tool_calls]
+    lines += [f"  → {c.name}({_args(c.arguments, limits)})" for c in m.tool_calls]
     return "\n".join(lines)
 
 
+def transcript_budget(chunk: Chunk) -> int | None:
+    """Estimated tokens an oversized chunk's transcript may take (``estimate_tokens``' scale); None: no cut."""
+    if chunk.token_estimate <= FULL_CHUNK:
+        return None
+    return max(BUDGET_FLOOR, int(BUDGET_SHARE * chunk.token_estimate))
+
+
 def shape_transcript(chunk: Chunk) -> str:
-    """The chunk as plain text for the model. Reasoning is never included."""
-    return defence("\n".join(t for m in chunk.messages if (t := render_message(m))))
+    """The chunk as plain text for the model, cut with the loosest limits that fit its budget."""
+    budget = transcript_budget(chunk)
+    for limits in LEVELS:
+        text = defence("\n".join(t for m in chunk.messages if (t := render_message(m, limits))))
+        if budget is None or estimate_tokens(text) <= budget:
+            break
+    return text
 
 
 def grounding_text(session: Session, chunks: Sequence[Chunk]) -> str:

@@ -205,6 +205,38 @@ def test_shape_truncates_tool_results_and_fences_data():
     assert '→ terminal({"command": "cat big.log"})' in text
 
 
+def test_oversized_chunks_are_cut_to_their_budget_others_are_not():
+    """The real 295-message Claude Code session (144 tool calls): a chunk that outgrew the chunk size
+    fits its budget or is cut as hard as the levels go, short asks are kept whole, and a chunk within
+    the chunk size is sent exactly as level 0 renders it (cutting those cost decision recall)."""
+    from pipeline.chunk import estimate_tokens
+    from pipeline.run import Prepared, prepare
+    from pipeline.shaping import BUDGET_FLOOR, FULL_CHUNK, LEVELS, defence, render_message, transcript_budget
+    from pipeline.sources import read_sessions
+
+    def at(level: int, c: Chunk) -> str:
+        return defence("\n".join(t for m in c.messages if (t := render_message(m, LEVELS[level]))))
+
+    path = Path(__file__).parent.parent / "evals/sessions/payment-kit-fix-coverage-tests-zh.jsonl"
+    (session,) = read_sessions(path)
+    prep = prepare(session, chunk_tokens=FULL_CHUNK, summariser_id="t", is_current=None)
+    assert isinstance(prep, Prepared) and len(prep.chunks) > 3
+    oversized = [c for c in prep.chunks if c.token_estimate > FULL_CHUNK]
+    assert oversized and len(oversized) < len(prep.chunks)
+    for c in prep.chunks:
+        text, budget = shape_transcript(c), transcript_budget(c)
+        if budget is None:
+            assert text == at(0, c)
+            continue
+        assert budget >= BUDGET_FLOOR
+        assert estimate_tokens(text) <= budget or text == at(-1, c), c.generation
+        for m in c.messages:
+            if m.role == "user" and m.content and len(m.content) <= 1200 and not m.is_carrier:
+                assert render_message(m) in text  # the asks are never cut harder than level 0
+    raw = sum(c.token_estimate for c in prep.chunks)
+    assert sum(estimate_tokens(shape_transcript(c)) for c in prep.chunks) <= 0.26 * raw
+
+
 def test_ground_files_by_facts_suffix_or_text():
     facts = Facts(files=(FileTouch(path="/home/a/p/src/x.py", action="modified"),))
     named = [
