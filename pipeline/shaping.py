@@ -6,8 +6,8 @@ are skipped (their text arrives as the chunk's checkpoint). Everything taken fro
 passed through ``defence`` before it goes between our ``<session_data>``-style fences, so a
 session cannot close a fence and speak outside it.
 
-How hard to cut depends on the chunk's size. A chunk within the chunking budget
-(``DEFAULT_CHUNK_TOKENS``) is sent with the loosest limits: cutting such chunks to a third made the
+How hard to cut depends on the chunk's size. A chunk within the run's chunk size
+(``Settings.chunk_tokens``) is sent with the loosest limits: cutting such chunks to a third made the
 local model miss decisions (eval decision recall 0.65 → 0.55, no better than extractive). A chunk
 that outgrew the budget (splits fall only at user turns, so one turn with huge tool output makes
 one) gets a budget in proportion to its size, and the loosest limits that fit it. Tool output
@@ -41,17 +41,15 @@ class Limits:
     user: tuple[int, int] = (3000, 1000)
 
 
-#: Loosest first. Level 0 is what every chunk within FULL_CHUNK gets. Commands, paths and flags sit in
-#: tool arguments and at the head of a tool result (a SpecStory result opens with its command), so
-#: those keep at least 200 characters; tails and prose take the cuts. A user turn is cut only at the
-#: last two levels, and only when it is long: a pasted log or file, not an ask.
+#: Loosest first; level 0 is what a chunk within the chunk size gets (the module docstring says why).
+#: A SpecStory tool result opens with its command, hence the 200-character heads.
 LEVELS = (
     Limits(tool=(700, 300), args=(333, 166), text=(3000, 1000)),
     Limits(tool=(400, 120), args=(333, 166), text=(1800, 500)),
     Limits(tool=(250, 60), args=(250, 100), text=(1000, 300), user=(1500, 500)),
     Limits(tool=(200, 40), args=(200, 80), text=(600, 200), user=(900, 300)),
 )
-#: A chunk estimated at more than this is oversized and gets a budget; up to it, level 0.
+#: The chunk size chunks are split to by default; a chunk estimated above the run's size is oversized.
 FULL_CHUNK = DEFAULT_CHUNK_TOKENS
 #: An oversized chunk's transcript may take this share of the chunk's estimated tokens...
 BUDGET_SHARE = 0.22
@@ -114,16 +112,19 @@ def render_message(m: Message, limits: Limits = LEVELS[0]) -> str | None:
     return "\n".join(lines)
 
 
-def transcript_budget(chunk: Chunk) -> int | None:
-    """Estimated tokens an oversized chunk's transcript may take (``estimate_tokens``' scale); None: no cut."""
-    if chunk.token_estimate <= FULL_CHUNK:
+def transcript_budget(chunk: Chunk, chunk_tokens: int = FULL_CHUNK) -> int | None:
+    """Estimated tokens an oversized chunk's transcript may take (``estimate_tokens``' scale); None: no cut.
+
+    ``chunk_tokens`` is the size the run split chunks to (``Settings.chunk_tokens``).
+    """
+    if chunk.token_estimate <= chunk_tokens:
         return None
     return max(BUDGET_FLOOR, int(BUDGET_SHARE * chunk.token_estimate))
 
 
-def shape_transcript(chunk: Chunk) -> str:
+def shape_transcript(chunk: Chunk, chunk_tokens: int = FULL_CHUNK) -> str:
     """The chunk as plain text for the model, cut with the loosest limits that fit its budget."""
-    budget = transcript_budget(chunk)
+    budget = transcript_budget(chunk, chunk_tokens)
     for limits in LEVELS:
         text = defence("\n".join(t for m in chunk.messages if (t := render_message(m, limits))))
         if budget is None or estimate_tokens(text) <= budget:

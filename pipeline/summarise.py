@@ -319,7 +319,7 @@ async def _summarise(
     async def one(c: Chunk) -> tuple[ChunkSummary, bool]:
         label = f"generation {c.generation}" + (f", part {c.part + 1}" if c.part else "")
         system, user = chunk_prompt.render(
-            transcript=shape_transcript(c),
+            transcript=shape_transcript(c, settings.chunk_tokens),
             checkpoint=defence(c.checkpoint or ""),
             candidates=_candidates(c.messages),
             language=language,

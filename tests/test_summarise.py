@@ -295,3 +295,11 @@ def test_an_answer_in_the_session_language_is_kept(settings):
     report = RunReport()
     s = summarise.summarise_llm(session, chunks, facts, settings, Chinese(chunk=chunk), None, report)
     assert s.summarizer == "openai/scripted" and report.fallbacks == 0
+
+
+def test_oversized_is_judged_against_the_runs_chunk_size():
+    from pipeline.shaping import BUDGET_FLOOR, transcript_budget
+
+    chunk = Chunk(session_id="s", generation=1, token_estimate=5000, messages=(Message(role="user", content="hi"),))
+    assert transcript_budget(chunk) is None  # within the default 6,000
+    assert transcript_budget(chunk, chunk_tokens=3000) == BUDGET_FLOOR
