@@ -41,7 +41,8 @@ _LOGLINE = re.compile(
 )
 _CLOSERS = ("no thanks", "thank you", "thanks", "thx", "that's all", "thats all", "that is all", "bye",
             "谢谢", "多谢", "不用了", "就这样", "辛苦了")
-_CONTINUE = ("continue", "proceed", "go on", "keep going", "go ahead", "do it", "please do", "继续")
+_CONTINUE = ("continue", "proceed", "go on", "keep going", "go ahead", "do it", "please do", "next one", "next",
+             "继续", "下一个")
 _YES = ("yes", "yep", "yeah", "sure", "是的")
 _PLEASED = ("looks good", "lgtm", "perfect", "great", "nice", "cool", "awesome", "all good", "good", "done",
             "完美", "没问题", "很好", "太好了")

@@ -48,6 +48,7 @@ def test_user_asks_skip_scaffolding_commands_pastes_and_acks() -> None:
         u("Traceback (most recent call last):\n  File \"a.py\", line 1\nValueError: bad"),
         u("getting this when I run it:\n```\nValueError: bad\n```\ncan you fix `load_config()`?"),
         u("thanks!"),
+        u("ok next one"),
         u("/home/ana/src/proj/app.py crashes on start"),
         u("Add a `--dry-run` flag to `distill`. It should print the notes instead of writing them. "
           "Also it must not touch the cache. And log how many would be written."),
