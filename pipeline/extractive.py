@@ -257,15 +257,31 @@ def _phase_outcome(msgs: list[Message]) -> PhaseOutcome:
     return "partial" if ran else "unknown"
 
 
+#: A list marker ("1. ", "C. ", "2) ", "3、"), where the next item starts, and Markdown bold and heading
+#: marks: none of them are words of a title.
+_LIST_MARK = re.compile(r"^(?:\d{1,3}|[A-Za-z])(?:[.)]\s+|、)")
+_NEXT_ITEM = re.compile(r"\n|\s(?:\d{1,3}|[A-Za-z])[.)]\s")
+_MARKUP = re.compile(r"\*\*|(?:^|\s)#{1,6}(?=\s)")
+
+
 def _title(text: str, limit: int = 80) -> str:
+    text = text.strip()
+    if _LIST_MARK.match(text):
+        # A numbered list: its first item is the title ("1. **Update the model**" must not be titled "1").
+        text = _NEXT_ITEM.split(_LIST_MARK.sub("", text), maxsplit=1)[0]
     text = _ACK_PREFIX.sub("", " ".join(text.split()))
-    first = (_sentences(text) or [text])[0].rstrip(".。")
+    text = " ".join((_MARKUP.sub(" ", text) or text).split())
+    sentences = _sentences(text) or [text]
+    # A stub before the first full stop ("e.g.", "v2.") is no title on its own.
+    stub = sentences[0].endswith(".") and " " not in sentences[0]
+    first = (" ".join(sentences[:2]) if stub else sentences[0]).rstrip(".。")
     if len(first) > limit:
         cut = first[: limit - 1]
         first = (cut.rsplit(" ", 1)[0] if " " in cut[limit // 2:] else cut) + "…"
     word = first.split(" ", 1)[0]
-    # Capitalise plain words only: "parser.py" or "npm" at the start must stay as typed.
-    return first[:1].upper() + first[1:] if word.isalpha() and word.islower() else first
+    # Capitalise plain words only ("what's" is one): "parser.py" or "npm" at the start must stay as typed.
+    plain = word.replace("'", "").replace("’", "")
+    return first[:1].upper() + first[1:] if plain.isalpha() and plain.islower() else first
 
 
 def _done_text(msgs: list[Message], cwd: str | None, lang: str) -> str:

@@ -45,7 +45,8 @@ _CONTINUE = ("continue", "proceed", "go on", "keep going", "go ahead", "do it", 
              "继续", "下一个")
 _YES = ("yes", "yep", "yeah", "sure", "是的")
 _PLEASED = ("looks good", "lgtm", "perfect", "great", "nice", "cool", "awesome", "all good", "good", "done",
-            "完美", "没问题", "很好", "太好了")
+            "it worked", "that worked", "worked", "it works", "works now", "working now", "that did it",
+            "完美", "没问题", "很好", "太好了", "可以了", "成功了", "解决了")
 # Whether these approve or accept depends on what the agent said last (see _ack_role).
 _OK = ("for now", "okay", "ok", "no", "好的", "可以", "好", "行", "嗯")
 _ACKS = _CONTINUE + _YES + _PLEASED + _OK

@@ -249,6 +249,29 @@ def test_summary_phases_follow_generations_and_topics() -> None:
     assert (out.summarizer, out.cost_usd, out.language) == ("extractive", 0.0, "en")
 
 
+def test_a_thank_you_that_says_it_worked_closes_the_work_instead_of_opening_a_phase() -> None:
+    # From the real v22 database: the user's "worked, thanks!!" used to become phase 2, outcome unknown.
+    s = sess(u("what's this error on my router admin page? it started after the firmware update", 1),
+             a("That's Chrome rejecting the router's new self-signed certificate. Regenerate it under "
+               "System → Certificates, then reload.", 2),
+             u("worked, thanks!!", 3), a("Great 🎉", 4))
+    out = summarise_extractive(s, [], derive_facts(s))
+    assert [(p.title, p.outcome) for p in out.phases] == [("What's this error on my router admin page?", "done")]
+    assert out.end_state == "resolved"
+    assert end(u("登录失败，修一下"), a("已修复。请重启后再试。"), u("可以了，谢谢")) == "resolved"
+
+
+def test_phase_titles_skip_list_markers_markup_and_abbreviation_stubs() -> None:
+    # Seen on real transcripts: a pasted numbered list titled its phase "1", "4" or "C".
+    asks = ["1. **Update the Model Name in `call_llm()`**\n2. **Update the `_call_openai()` Function**",
+            "C. 接口数据（最精确，可选） F12 → Network 标签 这里然后怎么操作",
+            "e.g. use uv for the lockfile. Then run the tests."]
+    s = sess(*(m for i, ask in enumerate(asks) for m in (u(ask, 2 * i + 1), a("Done, the change is in.", 2 * i + 2))))
+    titles = [p.title for p in summarise_extractive(s, [], derive_facts(s)).phases]
+    assert titles == ["Update the Model Name in `call_llm()`", "接口数据（最精确，可选） F12 → Network 标签 这里然后怎么操作",
+                      "e.g. use uv for the lockfile"], titles
+
+
 def test_chinese_summary_uses_chinese_labels_but_keeps_user_text() -> None:
     s = sess(u("帮我给 `parser.py` 加一个单元测试", 1), *_write("w", "tests/test_parser.py"),
              a("我已添加测试 `tests/test_parser.py`，全部通过。", 4), cwd="/home/ana")
