@@ -13,7 +13,10 @@ Prints a Markdown table of wall time and peak memory for:
   (``pipeline.quick``: the ``stat`` of every input, no per-session work);
 - (d2) the same command after real Hermes (``SessionDB.append_message``, from the Hermes venv) appended one
   message to one session: the per-session fingerprint check, one note re-rendered;
-- (e) (c) on the smaller DB, to show peak memory does not grow with the session count.
+- (e) (c) on the smaller DB, to show peak memory does not grow with the session count;
+- (f) a floor under (c): read every message row and pass its text and tool calls through
+  ``pipeline.redact.redact``, in one process, and nothing else. Redaction before anything is written is
+  not optional, so no cold run can cost less than (f) spread over the cores.
 
 Peak memory is the child's own maximum RSS: every command runs under a tiny wrapper process that waits for
 exactly that one child and reads ``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss``. (Read directly in this
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -54,6 +58,19 @@ for row in con.execute("SELECT * FROM messages ORDER BY session_id, id"):
     rows += 1
     chars += len(row[3] or "")
 print(rows, chars)
+"""
+
+
+#: Row (f): the redaction every cold run owes, alone: no decoding, summary, rendering or writing.
+REDACT_FLOOR = r"""
+import sqlite3, sys
+from pipeline.redact import redact
+con = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+con.text_factory = lambda b: b.decode("utf-8", "replace")
+chars = 0
+for content, calls in con.execute("SELECT content, tool_calls FROM messages ORDER BY session_id, id"):
+    chars += len(redact(content or "")) + len(redact(calls or ""))
+print(chars)
 """
 
 
@@ -184,6 +201,10 @@ def main(argv: list[str] | None = None) -> int:
         ]
         report("(e) distill --all extractive, cold, small DB", small, measure(cmd, env=env), out)
 
+    python = args.distill.with_name("python")
+    report("(f) floor: redact every message's text, one process", facts,
+           measure([str(python), "-c", REDACT_FLOOR, str(args.db)], env=base_env))
+
     print(
         f"\nDB: `{args.db.name}`: schema v{facts['schema']}, {facts['sessions']:,} sessions, "
         f"{facts['messages']:,} messages, {facts['mb']:.0f} MB\n"
@@ -208,10 +229,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"- d2/c (one session grew vs cold): {d2['wall_s'] / by['(c)']['wall_s']:.3f}x wall")
     if "(c)" in by and "(a)" in by:
         print(f"- c/a (distill cold vs raw read): {by['(c)']['wall_s'] / by['(a)']['wall_s']:.1f}x wall")
+    if "(f)" in by and "(b)" in by:
+        floor, export = by["(f)"], by["(b)"]
+        cores = os.cpu_count() or 1
+        print(f"- f/b (redaction alone, one process, vs Hermes md export): {floor['wall_s'] / export['wall_s']:.2f}x "
+              f"wall; its CPU spread over {cores} cores: {floor['cpu_s'] / cores / export['wall_s']:.2f}x")
     if "(e)" in by and "(c)" in by:
         ratio = by["(c)"]["maxrss_kb"] / by["(e)"]["maxrss_kb"]
+        small_sessions = next(f["sessions"] for label, f, _, _ in rows if label.startswith("(e)"))
         print(
-            f"- peak RSS, {rows[-1][1]['sessions']:,} -> {facts['sessions']:,} sessions: "
+            f"- peak RSS, {small_sessions:,} -> {facts['sessions']:,} sessions: "
             f"{by['(e)']['maxrss_kb'] / 1024:.0f} -> {by['(c)']['maxrss_kb'] / 1024:.0f} MB ({ratio:.2f}x)"
         )
     return 0 if all(m["rc"] == 0 for *_, m in rows) else 1
