@@ -81,6 +81,21 @@ _REJECTED = (
     re.compile(r"把([^，。；,.;！？]+?)(?:换成|改成)"),
 )
 _OPTION_END = re.compile(r"\s+(?:because|since|so|for|as|which|when|if)\b|因为|由于", re.I)
+#: Choice words in a sentence that does not make a choice: an offer or a question to the user, a guess,
+#: a table row, or a lead-in to a list ("Karpenter can choose between these based on:"), unless the lead-in itself
+#: says what was adopted ("改用 tooltip："). The LLM gets all candidates as hints and judges them; the
+#: extractive summary, which cannot, drops these.
+_TENTATIVE = re.compile(
+    r"^(?:maybe|perhaps|possibly|alternatively|if\b|or\b|please\b|\|)|\b(?:let me know|would you like|you'?d (?:like|prefer)"
+    r"|tell me if|if you(?:'re| are) not sure|might|may need to|could try|i wonder)\b|^(?:也许|可能|或者|请)", re.I)
+_LEAD_IN = re.compile(r"[:：]\W*$")
+_ADOPTED = re.compile(r"\b(?:decided|went with|switch(?:ed)? to|instead|rather than)\b|决定|改用|采用|换成|而不是", re.I)
+
+
+def _firm(choice: str) -> bool:
+    return not _TENTATIVE.search(choice) and (not _LEAD_IN.search(choice) or bool(_ADOPTED.search(choice)))
+
+
 _RATIONALE = re.compile(r"\b(?:because|since|so that|as it)\b\s*(.+)$|(?:因为|由于)(.+)$", re.I)
 
 _LABELS = {
@@ -366,7 +381,7 @@ def summarise_extractive(
         title=_clip(session.title, 80) if session.title else _title(goal),
         goal=goal,
         phases=tuple(_phases(session, chunks, lang)),
-        decisions=tuple(decision_candidates(session.messages)[:12]),
+        decisions=tuple([d for d in decision_candidates(session.messages) if _firm(d.choice)][:12]),
         output_files=tuple(facts.output_files),
         open_items=tuple(open_items(session)),
         errors=tuple(Problem(error=e) for e in facts.errors[:NOTE_ERRORS_MAX]),

@@ -272,6 +272,20 @@ def test_phase_titles_skip_list_markers_markup_and_abbreviation_stubs() -> None:
                       "e.g. use uv for the lockfile"], titles
 
 
+def test_summary_decisions_drop_offers_guesses_and_lead_ins_that_choose_nothing() -> None:
+    # Each of these was a "key decision" of a real transcript before; the LLM still sees them as hints.
+    s = sess(u("build the report", 1), a(
+        "Or tell me if you'd like me to show you the available database columns to choose from. "
+        "Maybe I can try using one of those instead. Karpenter can choose between Graviton and x86 based on:\n"
+        "| 包含货物 | 下拉 | 请选择货物种类 |\n"
+        "We chose SQLite over Postgres for the cache because it needs no server.", 2),
+        u("现在修改 price 列，改用 tooltip：", 3), a("好的，我已改用 tooltip。", 4))
+    chosen = [d.choice for d in summarise_extractive(s, [], derive_facts(s)).decisions]
+    assert chosen == ["We chose SQLite over Postgres for the cache because it needs no server.",
+                      "现在修改 price 列，改用 tooltip：", "好的，我已改用 tooltip。"], chosen
+    assert len(decision_candidates(s.messages)) == 7  # the candidates themselves are unchanged
+
+
 def test_chinese_summary_uses_chinese_labels_but_keeps_user_text() -> None:
     s = sess(u("帮我给 `parser.py` 加一个单元测试", 1), *_write("w", "tests/test_parser.py"),
              a("我已添加测试 `tests/test_parser.py`，全部通过。", 4), cwd="/home/ana")
