@@ -81,6 +81,14 @@ _REJECTED = (
     re.compile(r"把([^，。；,.;！？]+?)(?:换成|改成)"),
 )
 _OPTION_END = re.compile(r"\s+(?:because|since|so|for|as|which|when|if)\b|因为|由于", re.I)
+_RATIONALE = re.compile(r"\b(?:because|since|so that|as it)\b\s*(.+)$|(?:因为|由于)(.+)$", re.I)
+#: A list marker ("1. ", "C. ", "2) ", "3、"), where the next item starts, and Markdown bold and heading
+#: marks: none of them are words of a title, an outcome or a decision.
+_LIST_MARK = re.compile(r"^(?:\d{1,3}|[A-Za-z])(?:[.)]\s+|、)")
+_NEXT_ITEM = re.compile(r"\n|\s(?:\d{1,3}|[A-Za-z])[.)]\s")
+_MARKUP = re.compile(r"\*\*|(?<!\S)#{1,6}(?=\s)")
+
+
 #: Choice words in a sentence that does not make a choice: an offer or a question to the user, a guess,
 #: a table row, or a lead-in to a list ("Karpenter can choose between these based on:"), unless the lead-in itself
 #: says what was adopted ("改用 tooltip："). The LLM gets all candidates as hints and judges them; the
@@ -96,7 +104,11 @@ def _firm(choice: str) -> bool:
     return not _TENTATIVE.search(choice) and (not _LEAD_IN.search(choice) or bool(_ADOPTED.search(choice)))
 
 
-_RATIONALE = re.compile(r"\b(?:because|since|so that|as it)\b\s*(.+)$|(?:因为|由于)(.+)$", re.I)
+def _plain(d: Decision) -> Decision:
+    """Without Markdown bold and heading marks; a sentence split inside **bold** leaves half a pair."""
+    choice = " ".join(_MARKUP.sub("", d.choice).split()).lstrip("# ")
+    return d if choice == d.choice else d.model_copy(update={"choice": choice})
+
 
 _LABELS = {
     "en": {"files": "Files changed: ", "continued": "Continued work", "none": "(no request recorded)",
@@ -272,20 +284,13 @@ def _phase_outcome(msgs: list[Message]) -> PhaseOutcome:
     return "partial" if ran else "unknown"
 
 
-#: A list marker ("1. ", "C. ", "2) ", "3、"), where the next item starts, and Markdown bold and heading
-#: marks: none of them are words of a title.
-_LIST_MARK = re.compile(r"^(?:\d{1,3}|[A-Za-z])(?:[.)]\s+|、)")
-_NEXT_ITEM = re.compile(r"\n|\s(?:\d{1,3}|[A-Za-z])[.)]\s")
-_MARKUP = re.compile(r"\*\*|(?:^|\s)#{1,6}(?=\s)")
-
-
 def _title(text: str, limit: int = 80) -> str:
     text = text.strip()
     if _LIST_MARK.match(text):
         # A numbered list: its first item is the title ("1. **Update the model**" must not be titled "1").
         text = _NEXT_ITEM.split(_LIST_MARK.sub("", text), maxsplit=1)[0]
     text = _ACK_PREFIX.sub("", " ".join(text.split()))
-    text = " ".join((_MARKUP.sub(" ", text) or text).split())
+    text = " ".join((_MARKUP.sub("", text) or text).split())
     sentences = _sentences(text) or [text]
     # A stub before the first full stop ("e.g.", "v2.") is no title on its own.
     stub = sentences[0].endswith(".") and " " not in sentences[0]
@@ -305,9 +310,12 @@ def _done_text(msgs: list[Message], cwd: str | None, lang: str) -> str:
     replies = [r for r in _replies(_until_closer(msgs[asks[-1] + 1:] if asks else msgs)[0]) if _has_prose(r.content)]
     said: list[str] = []
     if replies:
-        sentences = _sentences(replies[-1].content)
-        said = [s for s in sentences if len(s) >= 12 and (_ACTION.search(s) or _DONE.search(s))][:2]
-        said = said or sentences[:1]
+        # A reply's Markdown headings and bold marks would read as escaped noise in the note ("\\## **Done**").
+        sentences = [(s.startswith("#"), " ".join(_MARKUP.sub("", s).split()).lstrip("# "))
+                     for s in _sentences(replies[-1].content)]
+        said = [s for heading, s in sentences
+                if not heading and len(s) >= 12 and (_ACTION.search(s) or _DONE.search(s))][:2]
+        said = said or [s for heading, s in sentences if not heading and s][:1] or [s for _, s in sentences if s][:1]
     changed = [t.path for t in file_touches(msgs, cwd) if t.action != "read"]
     if changed:
         sep = "、" if lang == "zh" else ", "
@@ -320,7 +328,7 @@ def _phases(session: Session, chunks: Sequence[Chunk], lang: str) -> list[Phase]
     phases: list[Phase] = []
     for generation, msgs in _generations(session, chunks):
         for segment in _split_topics(msgs):
-            asks = user_asks(segment, lang)
+            asks = list(dict.fromkeys(user_asks(segment, lang)))  # a repeated ask is listed once
             if not asks and not _replies(segment) and not any(m.tool_calls for m in segment):
                 continue
             title = _title(asks[0]) if asks else labels["continued"]
@@ -381,7 +389,7 @@ def summarise_extractive(
         title=_clip(session.title, 80) if session.title else _title(goal),
         goal=goal,
         phases=tuple(_phases(session, chunks, lang)),
-        decisions=tuple([d for d in decision_candidates(session.messages) if _firm(d.choice)][:12]),
+        decisions=tuple([_plain(d) for d in decision_candidates(session.messages) if _firm(d.choice)][:12]),
         output_files=tuple(facts.output_files),
         open_items=tuple(open_items(session)),
         errors=tuple(Problem(error=e) for e in facts.errors[:NOTE_ERRORS_MAX]),

@@ -259,6 +259,9 @@ def test_a_thank_you_that_says_it_worked_closes_the_work_instead_of_opening_a_ph
     assert [(p.title, p.outcome) for p in out.phases] == [("What's this error on my router admin page?", "done")]
     assert out.end_state == "resolved"
     assert end(u("登录失败，修一下"), a("已修复。请重启后再试。"), u("可以了，谢谢")) == "resolved"
+    # An ask sent twice (a retry after no answer) is listed once.
+    s = sess(u("Verify this PDF.", 1), u("Verify this PDF.", 2), a("The PDF has 3 pages and 12 fields.", 3))
+    assert [p.asks for p in summarise_extractive(s, [], derive_facts(s)).phases] == [("Verify this PDF.",)]
 
 
 def test_phase_titles_skip_list_markers_markup_and_abbreviation_stubs() -> None:
@@ -272,18 +275,31 @@ def test_phase_titles_skip_list_markers_markup_and_abbreviation_stubs() -> None:
                       "e.g. use uv for the lockfile"], titles
 
 
+def test_phase_outcome_text_skips_headings_and_bold_marks() -> None:
+    # From a real Copilot session: the outcome read "\\### **The Complete Picture**".
+    for reply, done in [("### **The Complete Picture**\n\nGraviton runs the workers; Spot keeps costs down.",
+                         "Graviton runs the workers; Spot keeps costs down."),
+                        ("## 🎉 **COMPLETE! I've created a **production-ready** Terraform module.",
+                         "I've created a production-ready Terraform module."),
+                        ("### Summary", "Summary")]:
+        s = sess(u("explain graviton", 1), a(reply, 2))
+        assert summarise_extractive(s, [], derive_facts(s)).phases[0].done == done
+
+
 def test_summary_decisions_drop_offers_guesses_and_lead_ins_that_choose_nothing() -> None:
     # Each of these was a "key decision" of a real transcript before; the LLM still sees them as hints.
     s = sess(u("build the report", 1), a(
         "Or tell me if you'd like me to show you the available database columns to choose from. "
         "Maybe I can try using one of those instead. Karpenter can choose between Graviton and x86 based on:\n"
         "| 包含货物 | 下拉 | 请选择货物种类 |\n"
-        "We chose SQLite over Postgres for the cache because it needs no server.", 2),
+        "We chose SQLite over Postgres for the cache because it needs no server.\n"
+        "- **Weight** determines preference (Graviton preferred over x86)", 2),
         u("现在修改 price 列，改用 tooltip：", 3), a("好的，我已改用 tooltip。", 4))
     chosen = [d.choice for d in summarise_extractive(s, [], derive_facts(s)).decisions]
     assert chosen == ["We chose SQLite over Postgres for the cache because it needs no server.",
+                      "Weight determines preference (Graviton preferred over x86)",
                       "现在修改 price 列，改用 tooltip：", "好的，我已改用 tooltip。"], chosen
-    assert len(decision_candidates(s.messages)) == 7  # the candidates themselves are unchanged
+    assert len(decision_candidates(s.messages)) == 8  # the candidates themselves are unchanged
 
 
 def test_chinese_summary_uses_chinese_labels_but_keeps_user_text() -> None:

@@ -333,6 +333,8 @@ def test_sharegpt_trajectories_from_corpus() -> None:
     assert all(s.source == "sharegpt" for s in sessions)
     for s in sessions:
         assert_tool_rows_pair(s)
+    # Some runs close their thinking twice ("<think>a</think>b</think>c"): no tag may reach a reply.
+    assert not [m.content for s in sessions for m in s.messages if m.role == "assistant" and "think>" in m.content]
 
 
 def test_sharegpt_tool_calls_pair_by_position(tmp_path: Path) -> None:

@@ -37,6 +37,9 @@ _ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "ass
 _CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
 _RESPONSE = re.compile(r"<tool_response>\s*(.*?)\s*</tool_response>", re.S)
 _THINK = re.compile(r"<think>(.*?)</think>", re.S)
+#: A tag left over once the blocks are gone: models that think in the prompt's open <think> (or close it
+#: twice) write "reasoning</think>answer".
+_STRAY_THINK = re.compile(r"</?think>")
 
 
 def _records(path: Path, problems: list[str]) -> list[dict[str, Any]]:
@@ -102,7 +105,7 @@ def _conversation(sid: str, turns: list[Any], problems: list[str]) -> list[Draft
                 serial += 1
                 calls.append(ToolCall(id=f"{sid}-call-{serial}", name=str(obj.get("name") or "unknown"),
                                       arguments=parse_args(obj.get("arguments"))))
-            text = _CALL.sub("", _THINK.sub("", value)).strip()
+            text = _STRAY_THINK.sub("", _CALL.sub("", _THINK.sub("", value))).strip()
             drafts.append(Draft(role="assistant", content=text, tool_calls=calls, reasoning=reasoning))
             pending = list(calls)
         elif role == "tool":
