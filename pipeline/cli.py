@@ -175,6 +175,11 @@ def _run(
         exclude_sources=list(DEFAULT_EXCLUDED_SOURCES if exclude_source is None else exclude_source),
         dry_run=dry_run, force=force, summarizer=summarizer, jobs=jobs or 0, **model_opts,
     )
+    if profile and db is None and not settings.home.is_dir():
+        root = settings.home.parent
+        found = sorted(p.name for p in root.iterdir() if (p / "state.db").is_file()) if root.is_dir() else []
+        hint = f"profiles with a state.db: {', '.join(found)}" if found else f"none exist under {root}"
+        raise InputError(f"--profile {profile}: no such Hermes profile ({settings.home} does not exist); {hint}")
     if promote_skill and not settings.sessions:
         raise InputError("--promote-skill: name the session(s) to promote, e.g. distill ID --promote-skill")
     if settings.out.exists() and not settings.out.is_dir():

@@ -128,6 +128,10 @@ def test_default_db_comes_from_hermes_home_and_profile(hermes_home: Path) -> Non
     shutil.copy(V22, prof / "state.db")
     assert invoke("--profile", "work", "20261123_164640_84ac8f")[0] == 0
     assert len(notes(prof / "distilled")) == 1
+    # A mistyped profile names the ones there are, instead of a missing state.db.
+    code, _, stderr = invoke("--profile", "wrok", "--all")
+    assert code == 2 and stderr == (f"Error: --profile wrok: no such Hermes profile ({hermes_home / 'profiles' / 'wrok'} "
+                                    "does not exist); profiles with a state.db: work\n")
 
 
 @pytest.mark.parametrize(
