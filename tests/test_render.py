@@ -304,6 +304,11 @@ def test_body_sections_in_order() -> None:
     assert "- [ ] add a regression test" in body
     assert "**Outcome:** partial" in body
     assert body.endswith("## Notes\n")
+    # A rationale the choice already states (the extractive summary cuts it from the same sentence) is not repeated.
+    said = Decision(choice="Parse only ISO 8601, because the bank feed is the only producer.",
+                    rationale="the bank feed is the only producer.", rejected=("guessing",))
+    assert "- Parse only ISO 8601, because the bank feed is the only producer.; rejected: guessing\n" in render(
+        summary=make_summary(decisions=(said,))).body
     assert "\n\n\n" not in body
 
 
