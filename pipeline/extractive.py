@@ -299,8 +299,8 @@ def _title(text: str, limit: int = 80) -> str:
         cut = first[: limit - 1]
         first = (cut.rsplit(" ", 1)[0] if " " in cut[limit // 2:] else cut) + "…"
     word = first.split(" ", 1)[0]
-    # Capitalise plain words only ("what's" is one): "parser.py" or "npm" at the start must stay as typed.
-    plain = word.replace("'", "").replace("’", "")
+    # Capitalise plain words only ("what's" and "no," are): "parser.py" or "`npm`" at the start stay as typed.
+    plain = word.rstrip(",;:!?").replace("'", "").replace("’", "")
     return first[:1].upper() + first[1:] if plain.isalpha() and plain.islower() else first
 
 

@@ -268,11 +268,11 @@ def test_phase_titles_skip_list_markers_markup_and_abbreviation_stubs() -> None:
     # Seen on real transcripts: a pasted numbered list titled its phase "1", "4" or "C".
     asks = ["1. **Update the Model Name in `call_llm()`**\n2. **Update the `_call_openai()` Function**",
             "C. 接口数据（最精确，可选） F12 → Network 标签 这里然后怎么操作",
-            "e.g. use uv for the lockfile. Then run the tests."]
+            "e.g. use uv for the lockfile. Then run the tests.", "no, leave the version alone. we're done for today"]
     s = sess(*(m for i, ask in enumerate(asks) for m in (u(ask, 2 * i + 1), a("Done, the change is in.", 2 * i + 2))))
     titles = [p.title for p in summarise_extractive(s, [], derive_facts(s)).phases]
     assert titles == ["Update the Model Name in `call_llm()`", "接口数据（最精确，可选） F12 → Network 标签 这里然后怎么操作",
-                      "e.g. use uv for the lockfile"], titles
+                      "e.g. use uv for the lockfile", "No, leave the version alone"], titles
 
 
 def test_phase_outcome_text_skips_headings_and_bold_marks() -> None:
