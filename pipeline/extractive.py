@@ -101,12 +101,14 @@ _ADOPTED = re.compile(r"\b(?:decided|went with|switch(?:ed)? to|instead|rather t
 
 
 def _firm(choice: str) -> bool:
-    return not _TENTATIVE.search(choice) and (not _LEAD_IN.search(choice) or bool(_ADOPTED.search(choice)))
+    # Hedges count in the choice itself, not in its reason ("use X, because Y might time out").
+    return not _TENTATIVE.search(_RATIONALE.sub("", choice)) and (
+        not _LEAD_IN.search(choice) or bool(_ADOPTED.search(choice)))
 
 
 def _plain(d: Decision) -> Decision:
     """Without Markdown bold and heading marks; a sentence split inside **bold** leaves half a pair."""
-    choice = " ".join(_MARKUP.sub("", d.choice).split()).lstrip("# ")
+    choice = " ".join(_MARKUP.sub("", d.choice).split())
     return d if choice == d.choice else d.model_copy(update={"choice": choice})
 
 
@@ -311,7 +313,7 @@ def _done_text(msgs: list[Message], cwd: str | None, lang: str) -> str:
     said: list[str] = []
     if replies:
         # A reply's Markdown headings and bold marks would read as escaped noise in the note ("\\## **Done**").
-        sentences = [(s.startswith("#"), " ".join(_MARKUP.sub("", s).split()).lstrip("# "))
+        sentences = [(s.startswith("#"), " ".join(_MARKUP.sub("", s).split()))
                      for s in _sentences(replies[-1].content)]
         said = [s for heading, s in sentences
                 if not heading and len(s) >= 12 and (_ACTION.search(s) or _DONE.search(s))][:2]

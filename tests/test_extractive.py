@@ -293,13 +293,15 @@ def test_summary_decisions_drop_offers_guesses_and_lead_ins_that_choose_nothing(
         "Maybe I can try using one of those instead. Karpenter can choose between Graviton and x86 based on:\n"
         "| 包含货物 | 下拉 | 请选择货物种类 |\n"
         "We chose SQLite over Postgres for the cache because it needs no server.\n"
+        "We went with polling instead of webhooks, because the proxy might drop them.\n"
         "- **Weight** determines preference (Graviton preferred over x86)", 2),
         u("现在修改 price 列，改用 tooltip：", 3), a("好的，我已改用 tooltip。", 4))
     chosen = [d.choice for d in summarise_extractive(s, [], derive_facts(s)).decisions]
     assert chosen == ["We chose SQLite over Postgres for the cache because it needs no server.",
+                      "We went with polling instead of webhooks, because the proxy might drop them.",
                       "Weight determines preference (Graviton preferred over x86)",
                       "现在修改 price 列，改用 tooltip：", "好的，我已改用 tooltip。"], chosen
-    assert len(decision_candidates(s.messages)) == 8  # the candidates themselves are unchanged
+    assert len(decision_candidates(s.messages)) == 9  # the candidates themselves are unchanged
 
 
 def test_chinese_summary_uses_chinese_labels_but_keeps_user_text() -> None:
