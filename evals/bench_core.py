@@ -10,7 +10,7 @@ Prints a Markdown table of wall time and peak memory for:
   the DB inside a temp ``HERMES_HOME`` (a Hermes of another version would migrate the file);
 - (c) ``distill --db DB --all --out OUT --summarizer extractive``, cold (fresh out dir and HERMES_HOME);
 - (d) the same command again with nothing changed: answered from the record of the same command
-  (``pipeline.quick``: the ``stat`` of every input, no per-session work);
+  (``pipeline.cli.record``: the ``stat`` of every input, no per-session work);
 - (d2) the same command after real Hermes (``SessionDB.append_message``, from the Hermes venv) appended one
   message to one session: the per-session fingerprint check, one note re-rendered;
 - (e) (c) on the smaller DB, to show peak memory does not grow with the session count;

@@ -5,7 +5,7 @@
 One run measures and prints (and writes to ``evals/reports/bench_llm.md``):
 
 1. **Input tokens per session.** Real sessions are imported into a Hermes-shaped state.db
-   (``pipeline.importdb.import_sessions``), read back through ``HermesDB`` and summarised by the real
+   (``pipeline.hermes.importdb.import_sessions``), read back through ``HermesDB`` and summarised by the real
    ``asummarise_llm`` against a recording stub server (``evals/stub_llm_server.py``, no delay). The
    request bodies it records *are* what the summariser sends; their messages plus tool schema are
    counted with ``litellm.token_counter`` (offline, tiktoken's bundled encoding), against the raw
@@ -48,7 +48,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from evals.stub_llm_server import StubServer  # noqa: E402
-from pipeline import localmodel  # noqa: E402
+from pipeline.llm import local as localmodel  # noqa: E402
 from pipeline.models import Session  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "agent-transcripts"
@@ -100,15 +100,15 @@ JOBS_TRANSCRIPTS = [
 
 
 def read_all(paths: Sequence[Path]) -> list[Session]:
-    from pipeline.sources import read_sessions
+    from pipeline.read.detect import read_sessions
 
     return [s for p in paths for s in read_sessions(p)]
 
 
 def as_hermes_rows(sessions: Sequence[Session], db: Path) -> list[Session]:
     """Import into a Hermes-shaped state.db, read back through ``HermesDB`` (what ``distill --db`` sees)."""
-    from pipeline.extract import HermesDB
-    from pipeline.importdb import import_sessions
+    from pipeline.hermes.importdb import import_sessions
+    from pipeline.read.hermes import HermesDB
 
     import_sessions(sessions, db, allow_existing=db.exists())
     with HermesDB(db) as h:
@@ -200,11 +200,11 @@ class TokenRow:
 
 
 def measure_tokens(work: Path) -> list[TokenRow]:
-    from pipeline.extract import HermesDB
-    from pipeline.llm import NO_KEY, LLMClient, ModelChoice
+    from pipeline.llm.client import NO_KEY, LLMClient, ModelChoice
     from pipeline.models import RunReport
-    from pipeline.run import Prepared, prepare
-    from pipeline.summarise import asummarise_llm
+    from pipeline.read.hermes import HermesDB
+    from pipeline.run.steps import Prepared, prepare
+    from pipeline.summarize.mapreduce import asummarise_llm
 
     db = work / "tokens.db"
     sessions = as_hermes_rows(read_all([p for _, p in TOKEN_SESSIONS]), db)
@@ -340,7 +340,7 @@ def jobs_db(work: Path) -> Path:
     """The fixture state.db (real Hermes rows) plus short transcripts imported beside them."""
     db = work / "state.db"
     shutil.copy(FIXTURE_DB, db)
-    from pipeline.importdb import import_sessions
+    from pipeline.hermes.importdb import import_sessions
 
     import_sessions(read_all(JOBS_TRANSCRIPTS), db, allow_existing=True)
     return db

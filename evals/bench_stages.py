@@ -40,13 +40,13 @@ for r in rows:
 def stage_times(db_path: Path) -> tuple[int, Counter[str]]:
     from pipeline.chunk import chunk_session
     from pipeline.config import DEFAULT_CHUNK_TOKENS, build_settings
-    from pipeline.evidence import evidence_from_session
-    from pipeline.extract import HermesDB
-    from pipeline.extractive import summarise_extractive
-    from pipeline.facts import derive_facts
+    from pipeline.facts.derive import derive_facts
+    from pipeline.notes.render import default_link, dump_note, render_note
+    from pipeline.read.hermes import HermesDB
     from pipeline.redact import redact_session
-    from pipeline.render import default_link, dump_note, render_note
-    from pipeline.run import select_sessions
+    from pipeline.run.runner import select_sessions
+    from pipeline.skills.evidence import evidence_from_session
+    from pipeline.summarize.extractive import summarise_extractive
 
     spent: Counter[str] = Counter()
     now = datetime.now(UTC)

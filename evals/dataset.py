@@ -1,7 +1,7 @@
 """The eval set: one hand-written gold file per session in ``evals/gold/*.yaml``.
 
 A gold file says where the session comes from (a transcript file read by
-``pipeline.sources.read_sessions``, or a Hermes state.db read by ``pipeline.extract.HermesDB``)
+``pipeline.read.detect.read_sessions``, or a Hermes state.db read by ``pipeline.read.hermes.HermesDB``)
 and what a careful human reader found in it: the goal, the key decisions, the files it produced,
 how it ended and its language. Gold is written by reading the transcript, never by looking at
 a summariser's output, so the metrics measure the summariser against the session, not against
@@ -99,13 +99,13 @@ def load_session(gold: Gold) -> Session:
     if not gold.path.exists():
         raise FileNotFoundError(f"{gold.id}: input {gold.input} is missing")
     if gold.format == "hermes-state":
-        from pipeline.extract import HermesDB
+        from pipeline.read.hermes import HermesDB
 
         if not gold.session:
             raise ValueError(f"{gold.id}: a state.db input needs 'session'")
         with HermesDB(gold.path) as db:
             return db.read_session(db.resolve(gold.session))
-    from pipeline.sources import read_sessions
+    from pipeline.read.detect import read_sessions
 
     found = [s for s in read_sessions(gold.path, gold.format)
              if gold.session is None or s.id.startswith(gold.session)]

@@ -1,7 +1,7 @@
 """The LLM side of the eval: the LLM summariser and the LLM judge, both behind VCR cassettes.
 
-Everything goes through the pipeline's own client (``pipeline.llm.LLMClient``: instructor +
-litellm, Mode.TOOLS, temperature 0) and summariser (``pipeline.summarise.summarise_llm``), so the
+Everything goes through the pipeline's own client (``pipeline.llm.client.LLMClient``: instructor +
+litellm, Mode.TOOLS, temperature 0) and summariser (``pipeline.summarize.mapreduce.summarise_llm``), so the
 eval measures exactly what ``distill --summarizer llm`` ships. The only eval-specific parts are:
 
 * **Cassettes.** One per (summariser, session) and one per (judge, summariser, session), under
@@ -128,7 +128,7 @@ def recorded_models() -> list[ModelMeta]:
 def make_client(model: str, api_base: str | None, *, record: bool) -> Any:
     """An ``LLMClient`` for replay (placeholder key, no retries) or recording (key from the env)."""
     from pipeline.config import hermes_home
-    from pipeline.llm import NO_KEY, LLMClient, ModelChoice, _key_for_model
+    from pipeline.llm.client import NO_KEY, LLMClient, ModelChoice, _key_for_model
 
     key = _key_for_model(model, dict(os.environ), hermes_home()) if record else None
     choice = ModelChoice(model, "eval", api_base=api_base, api_key=key or NO_KEY)
@@ -140,7 +140,7 @@ def make_client(model: str, api_base: str | None, *, record: bool) -> Any:
 
 
 class LLMSummariser:
-    """``pipeline.summarise.summarise_llm`` for one model, one cassette per session."""
+    """``pipeline.summarize.mapreduce.summarise_llm`` for one model, one cassette per session."""
 
     def __init__(self, model: str, api_base: str | None, *, record: bool, chunk_tokens: int | None = None) -> None:
         from pipeline.config import build_settings
@@ -162,7 +162,7 @@ class LLMSummariser:
         return self.record or (self.dir / f"{case_id}.yaml").exists()
 
     def __call__(self, case_id: str, session: Session, chunks: list[Chunk], facts: Facts) -> tuple[SessionSummary, dict[str, Any]]:
-        from pipeline.summarise import summarise_llm
+        from pipeline.summarize.mapreduce import summarise_llm
 
         report = RunReport(summarizer=self.name)
         before = (self.client.usage.calls, self.client.usage.input_tokens, self.client.usage.output_tokens,
@@ -200,7 +200,7 @@ class Verdict(BaseModel):
 def _judge_prompt() -> Any:
     import hashlib
 
-    from pipeline.prompts import Prompt
+    from pipeline.summarize.prompts import Prompt
 
     source = (PROMPTS / "judge.j2").read_text("utf-8")
     version = int(re.match(r"\A\s*\{#\s*version:\s*(\d+)", source).group(1))  # type: ignore[union-attr]
@@ -234,7 +234,7 @@ class LLMJudge:
         return self.record or self.path(summariser, case_id).exists()
 
     def judge_all(self, summariser: str, case_id: str, decisions: list[GoldDecision], text: str) -> list[bool]:
-        from pipeline.llm import LLMError
+        from pipeline.llm.client import LLMError
 
         hits: list[bool] = []
         with cassette(self.path(summariser, case_id), record=self.record) as cas:

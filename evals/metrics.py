@@ -273,7 +273,7 @@ def written_script_matches(summary: SessionSummary, gold: Gold) -> bool:
     character counts as one unit and so does one alphabetic word of 2+ letters, since each carries
     about a word's meaning. A CJK session needs at least as many CJK units as alphabetic ones; any
     other session at most one CJK unit per five words. Under 10 units in all: not judged (True).
-    Independent of ``pipeline.lang`` on purpose, so the metric does not share the guard's blind spots.
+    Independent of ``pipeline.facts.lang`` on purpose, so the metric does not share the guard's blind spots.
     """
     text = summary_text(summary.model_copy(update={"title": None}))
     text = _PATH.sub(" ", _URLISH.sub(" ", _CODE_SPAN.sub(" ", text)))
@@ -343,7 +343,7 @@ def structure_problems(note_text: str, summary: SessionSummary, facts: Facts) ->
       Notes always; Key decisions when the summary has decisions; Output files when the note lists
       any; Open items when the summary has any. Exactly one H1.
     """
-    from pipeline.render import headings_for
+    from pipeline.notes.render import headings_for
 
     problems: list[str] = []
     try:

@@ -1,6 +1,6 @@
-"""Run summarisers over the eval set and score them: ``python -m evals`` / ``distill eval``.
+"""Run summarisers over the eval set and score them: ``python -m evals``.
 
-Each session goes through the same stages as ``pipeline.run.distill_session`` (redact → chunk →
+Each session goes through the same stages as ``pipeline.run.steps.distill_session`` (redact → chunk →
 facts → summarise → render), minus the note store, and the rendered note is scored with
 ``evals.metrics``. Summarisers run side by side on the same inputs:
 
@@ -57,7 +57,7 @@ def prepare(gold: Gold, chunk_tokens: int | None = None) -> Prepared:
     """The session as the summariser sees it: redacted, chunked, with Facts."""
     from pipeline.chunk import chunk_session
     from pipeline.config import DEFAULT_CHUNK_TOKENS
-    from pipeline.facts import derive_facts
+    from pipeline.facts.derive import derive_facts
     from pipeline.redact import redact_session
 
     session = redact_session(load_session(gold))
@@ -66,7 +66,7 @@ def prepare(gold: Gold, chunk_tokens: int | None = None) -> Prepared:
 
 
 def extractive(case_id: str, session: Session, chunks: list[Chunk], facts: Facts) -> tuple[SessionSummary, dict[str, Any]]:
-    from pipeline.extractive import summarise_extractive
+    from pipeline.summarize.extractive import summarise_extractive
 
     return summarise_extractive(session, chunks, facts), {"llm_calls": 0, "input_tokens": 0, "output_tokens": 0,
                                                            "cost_usd": 0.0, "fallback": False}
@@ -75,8 +75,8 @@ def extractive(case_id: str, session: Session, chunks: list[Chunk], facts: Facts
 def score(p: Prepared, summary: SessionSummary, usage: dict[str, Any], summariser: str,
           llm_judge: Any | None = None) -> dict[str, Any]:
     """Render the note and compute every metric for it."""
-    from pipeline.render import note_text, render_note
-    from pipeline.run import content_hash
+    from pipeline.notes.render import note_text, render_note
+    from pipeline.run.steps import content_hash
 
     note = render_note(p.session, summary, p.facts, content_hash=content_hash(p.session, p.chunks, summariser),
                        distilled_at=EVAL_CLOCK)

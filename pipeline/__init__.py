@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from pipeline.models import Chunk, Message, Note, RunReport, Session, SessionSummary
 
 #: Exported names and their modules. Resolved on first use (PEP 562): ``import pipeline`` alone must
-#: not import pydantic, so an unchanged re-run (``pipeline.quick``) can answer before loading it.
+#: not import pydantic, so an unchanged re-run (``pipeline.cli.record``) can answer before loading it.
 _LAZY = {
     "DistillError": "pipeline.errors",
     **dict.fromkeys(("Chunk", "Message", "Note", "RunReport", "Session", "SessionSummary"), "pipeline.models"),
@@ -28,7 +28,7 @@ def __getattr__(name: str) -> Any:
 
 def register(ctx: object) -> None:
     """Hermes plugin entry for ``hermes plugins doctor <package dir>``; the real one is lazy."""
-    from pipeline.hermes_plugin import register as _register
+    from pipeline.hermes.plugin import register as _register
 
     _register(ctx)
 

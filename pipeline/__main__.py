@@ -1,3 +1,3 @@
-from pipeline.quick import entry
+from pipeline.cli.main import entry
 
 entry()

@@ -266,7 +266,7 @@ class RunReport(BaseModel):
     elapsed_s: float = 0.0
     notices: list[str] = Field(default_factory=list)
     #: how many ``notices`` were said before any session was read (selection, model choice): the
-    #: ones an unchanged re-run says again (``pipeline.quick``); not part of the printed report
+    #: ones an unchanged re-run says again (``pipeline.cli.record``); not part of the printed report
     _setup_notices: int = PrivateAttr(default=0)
 
     @property

@@ -71,8 +71,8 @@ def vcr_config() -> dict:
 @pytest.fixture
 def client() -> Iterator[Any]:
     """The client the cassette tests use: no retries (a retry would hide a miss), a dummy key."""
-    from pipeline.llm import LLMClient
-    from pipeline.model_choice import NO_KEY, ModelChoice
+    from pipeline.llm.choice import NO_KEY, ModelChoice
+    from pipeline.llm.client import LLMClient
     from tests.llm_fixtures import API_BASE, MODEL
 
     api_base = API_BASE or None

@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pipeline import localmodel  # noqa: E402
+from pipeline.llm import local as localmodel  # noqa: E402
 
 #: --module NAME → the test module whose cassettes are recorded (its cassette folder has its name).
 MODULES = {"summarise": "tests/test_summarise_cassettes.py", "skills": "tests/test_skill_cassettes.py"}

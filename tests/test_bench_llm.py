@@ -20,7 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evals.stub_llm_server import StubServer
-from pipeline.cli import app
+from pipeline.cli.app import app
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE_DB = ROOT / "fixtures" / "db" / "hermes-v31.db"

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from sqlite_utils import Database
 
-from pipeline.cache import HASH_PREFIX, SummaryCache, cache_key, migrate
+from pipeline.summarize.cache import HASH_PREFIX, SummaryCache, cache_key, migrate
 
 
 def test_migrations_on_blank_db_are_recorded_once():

@@ -6,8 +6,8 @@ from collections import Counter
 from pathlib import Path
 
 from pipeline.chunk import assign_generations, chunk_session, logical_transcript, split_by_budget
-from pipeline.extract import HermesDB
 from pipeline.models import Message, Session
+from pipeline.read.hermes import HermesDB
 
 HERMES = Path(__file__).resolve().parent.parent / "fixtures" / "hermes"
 REFACTOR, DEPLOY = "20261120_131945_b12aa1", "20261121_101748_56947a"

@@ -14,7 +14,7 @@ import frontmatter
 import pytest
 from typer.testing import CliRunner
 
-from pipeline.cli import app, main, parse_age, parse_when
+from pipeline.cli.app import app, main, parse_age, parse_when
 from pipeline.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -226,7 +226,7 @@ def test_two_runs_at_once_do_not_corrupt(tmp_path: Path) -> None:
 
 
 # ``entry`` as the console script runs it, in a process that has loaded litellm (as every LLM run has).
-_ENTRY_WITH_LITELLM = "import sys, litellm; from pipeline.cli import entry; sys.argv[0] = 'distill'; entry()"
+_ENTRY_WITH_LITELLM = "import sys, litellm; from pipeline.cli.app import entry; sys.argv[0] = 'distill'; entry()"
 
 
 def test_quick_exit_after_litellm_keeps_output_and_exit_codes(tmp_path: Path) -> None:
@@ -301,7 +301,7 @@ def test_jobs_change_speed_only(db: Path, tmp_path: Path) -> None:
 
 
 def test_rerun_with_nothing_new_starts_no_workers(db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import pipeline.parallel as parallel
+    import pipeline.run.pool as parallel
 
     pools: list[int] = []
     real_init = parallel.DraftPool.__init__

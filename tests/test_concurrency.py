@@ -21,8 +21,8 @@ import pytest
 
 from pipeline.chunk import chunk_session
 from pipeline.config import build_settings
-from pipeline.extract import HermesDB
-from pipeline.run import run
+from pipeline.read.hermes import HermesDB
+from pipeline.run.runner import run
 
 ROOT = Path(__file__).resolve().parent.parent
 SESSION = "20261201_120000_live01"

@@ -26,7 +26,7 @@ from evals import gates
 from evals import metrics as M
 from evals.dataset import Gold, GoldDecision, load_gold
 from evals.run import EvalResult, EvalRun, evaluate, prepare
-from pipeline.lang import guess_language
+from pipeline.facts.lang import guess_language
 from pipeline.models import SessionSummary
 
 # Measured 2026-12-02 on 21 sessions (16 real, 5 synthetic Hermes), keyword judge: 0.6618 since a phase's "done"
@@ -57,7 +57,7 @@ LOCAL_LLM_CASES: tuple[str, ...] = (
 )
 #: The first seven recorded, whose floor (measured before the others were added) still holds.
 LOCAL_LLM_FIRST_CASES = LOCAL_LLM_CASES[:7]
-#: Sessions where the language guard (pipeline/summarise.py) rejects the model's English answer to a
+#: Sessions where the language guard (pipeline/summarize/mapreduce.py) rejects the model's English answer to a
 #: Chinese session and the extractive summary is used (reported as a fallback). Before the guard, the
 #: image-gen answer also translated 上传/预览 into the path-shaped claim "upload/preview", absent from the
 #: transcript; health-backend's user turns are English Maven logs, and the model answered in English.
@@ -278,7 +278,7 @@ def _wrong_language(summaries: dict[str, SessionSummary]) -> dict[str, str | Non
 
 
 def test_local_llm_writes_in_the_session_language(llm_summaries: dict[str, SessionSummary]) -> None:
-    """The notes the LLM path produces read in the session's language (``pipeline.lang`` on the prose:
+    """The notes the LLM path produces read in the session's language (``pipeline.facts.lang`` on the prose:
     goal, phases, decisions, open items), whether the model's answer or the guard's fallback."""
     assert not _wrong_language(llm_summaries)
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.decode import decode_row, split_carrier
 from pipeline.errors import InputError, NotAHermesDatabase, SessionNotFound
-from pipeline.extract import HermesDB, read_sessions, strip_harness, with_retry
 from pipeline.models import Message
+from pipeline.read.decode import decode_row, split_carrier
+from pipeline.read.hermes import HermesDB, read_sessions, strip_harness, with_retry
 
 HERMES = Path(__file__).resolve().parent.parent / "fixtures" / "hermes"
 V31, V22 = HERMES / "state-v31.db", HERMES / "state-v22.db"
@@ -197,7 +197,7 @@ def test_with_retry_retries_only_transient_errors() -> None:
 @pytest.mark.parametrize("db_path", [V31, V22], ids=["v31", "v22"])
 def test_preloaded_message_stats_give_the_same_fingerprints(db_path: Path) -> None:
     """A run over many sessions reads message counts in one scan; the fingerprints must not change."""
-    from pipeline.run import fingerprint
+    from pipeline.run.steps import fingerprint
 
     with HermesDB(db_path) as per_session:
         expected = {sid: fingerprint(per_session, sid) for sid in per_session.logical_ids()}

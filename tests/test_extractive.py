@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pipeline.endstate import infer_end_state
-from pipeline.extractive import (
+from pipeline.facts.derive import derive_facts
+from pipeline.facts.endstate import infer_end_state
+from pipeline.models import Chunk, Decision, Message, Session, ToolCall
+from pipeline.summarize.extractive import (
     decision_candidates,
     open_items,
     summarise_extractive,
     user_asks,
 )
-from pipeline.facts import derive_facts
-from pipeline.models import Chunk, Decision, Message, Session, ToolCall
 from tests.test_facts import TRACEBACK, load_real_session
 
 
@@ -185,19 +185,19 @@ def test_done_claims_in_chinese_and_portuguese_and_undo() -> None:
 
 
 def test_message_kinds_are_computed_in_linear_time(monkeypatch: Any) -> None:
-    import pipeline.endstate
-    import pipeline.extractive
-    import pipeline.turns
+    import pipeline.facts.endstate
+    import pipeline.facts.turns
+    import pipeline.summarize.extractive
 
     calls = 0
-    real = pipeline.turns._kind
+    real = pipeline.facts.turns._kind
 
     def counting(m: Message) -> str | None:
         nonlocal calls
         calls += 1
         return real(m)
 
-    for module in (pipeline.turns, pipeline.endstate, pipeline.extractive):  # each binds its own name
+    for module in (pipeline.facts.turns, pipeline.facts.endstate, pipeline.summarize.extractive):  # each binds its own name
         monkeypatch.setattr(module, "_kind", counting)
     turns = [m for i in range(400) for m in (u(f"step {i}: rename `f{i}` please"), a(f"Renamed `f{i}`. Done."),
                                              u("ok"))]

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from pipeline.facts import derive_facts, error_lines, file_touches
+from pipeline.facts.derive import derive_facts, error_lines, file_touches
+from pipeline.facts.shell import shell_file_ops
 from pipeline.models import Chunk, FileTouch, Message, ModelUsage, Session, ToolCall
-from pipeline.shell import shell_file_ops
 from tests.conftest import FIXTURES
 
 CWD = "/home/ana/src/proj"
@@ -313,7 +313,7 @@ def test_prose_edits_only_for_exports_without_edit_tool_calls() -> None:
 
 
 def test_real_specstory_exports() -> None:
-    from pipeline.sources import read_sessions
+    from pipeline.read.detect import read_sessions
 
     def out(rel: str) -> list[str]:
         return derive_facts(next(read_sessions(FIXTURES / "transcripts" / rel))).output_files

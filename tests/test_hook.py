@@ -19,9 +19,9 @@ import yaml
 from typer.testing import CliRunner
 
 import pipeline
-from pipeline import hermes_plugin as hp
-from pipeline import hook
-from pipeline.hook import hook_app
+from pipeline.cli.hook import hook_app
+from pipeline.hermes import hook
+from pipeline.hermes import plugin as hp
 
 ROOT = Path(__file__).resolve().parent.parent
 SID = "20261202_101010_ab12cd"
@@ -227,7 +227,7 @@ def test_popen_is_detached_with_redirected_io(hermes_home: Path, monkeypatch: py
     assert seen["start_new_session"] is True and seen["close_fds"] is True
     assert seen["stdin"] is subprocess.DEVNULL and seen["stderr"] is subprocess.STDOUT
     assert seen["env"]["HERMES_HOME"] == str(hermes_home) and seen["env"][hp.CHILD_ENV] == "1"
-    assert seen["cmd"][:3] == [sys.executable, "-m", "pipeline.hermes_plugin"] and seen["cmd"][-1] == SID
+    assert seen["cmd"][:3] == [sys.executable, "-m", "pipeline.hermes.plugin"] and seen["cmd"][-1] == SID
 
 
 def test_hook_never_raises(monkeypatch: pytest.MonkeyPatch, hermes_home: Path) -> None:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import InputError, NotAHermesDatabase
-from pipeline.importdb import CONTENT_JSON_PREFIX, encode_content, import_sessions
+from pipeline.hermes.importdb import CONTENT_JSON_PREFIX, encode_content, import_sessions
 from pipeline.models import Session
-from pipeline.sources import read_sessions
+from pipeline.read.detect import read_sessions
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "transcripts"
 FILES = [
@@ -53,7 +53,7 @@ def test_import_writes_hermes_rows(tmp_path: Path) -> None:
 
 
 def test_round_trip_through_hermes_reader(tmp_path: Path) -> None:
-    extract = pytest.importorskip("pipeline.extract")
+    extract = pytest.importorskip("pipeline.read.hermes")
     db = tmp_path / "state.db"
     src = {s.id: s for s in sessions()}
     import_sessions(src.values(), db, allow_existing=False)
@@ -89,7 +89,7 @@ def test_not_a_hermes_db(tmp_path: Path) -> None:
 
 
 def test_never_a_partial_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import pipeline.importdb as mod
+    import pipeline.hermes.importdb as mod
 
     db = tmp_path / "state.db"
     real = mod._message_row

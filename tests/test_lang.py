@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.lang import detect_language, guess_language, session_language
+from pipeline.facts.lang import detect_language, guess_language, session_language
 
 
 @pytest.mark.parametrize(
@@ -78,7 +78,7 @@ def test_session_language_asks_the_assistant_when_user_prose_is_scarce() -> None
 
 
 def test_written_language_needs_evidence_for_latin_text() -> None:
-    from pipeline.lang import written_language
+    from pipeline.facts.lang import written_language
 
     assert written_language(["stub goal", "stub phase title"]) is None  # no function word: can't tell
     assert written_language(["Fixed the build and ran the tests"]) == "en"

@@ -10,8 +10,8 @@ import pytest
 from tenacity import wait_none
 
 from pipeline.config import build_settings
-from pipeline.llm import BudgetExceeded, LLMClient, is_retryable, open_client
-from pipeline.model_choice import NO_KEY, ModelChoice, resolve_model
+from pipeline.llm.choice import NO_KEY, ModelChoice, resolve_model
+from pipeline.llm.client import BudgetExceeded, LLMClient, is_retryable, open_client
 from pipeline.models import RunReport
 
 # --------------------------------------------------------------------------- model resolution
@@ -23,7 +23,7 @@ def _settings(home: Path, **kw):
 
 @pytest.fixture
 def no_embedded(monkeypatch):
-    monkeypatch.setattr("pipeline.localmodel.embedded_available", lambda: False)
+    monkeypatch.setattr("pipeline.llm.local.embedded_available", lambda: False)
 
 
 def test_flag_wins(hermes_home, no_embedded):
@@ -89,7 +89,7 @@ def test_missing_key_is_explained(hermes_home, no_embedded):
 
 
 def test_embedded_when_nothing_configured(hermes_home, monkeypatch):
-    monkeypatch.setattr("pipeline.localmodel.embedded_available", lambda: True)
+    monkeypatch.setattr("pipeline.llm.local.embedded_available", lambda: True)
     c = resolve_model(_settings(hermes_home), env={})
     assert c.embedded and c.model == "openai/qwen2.5-coder-1.5b-instruct"
 
@@ -110,7 +110,7 @@ def test_litellm_not_imported_by_resolution(hermes_home, no_embedded):
     import sys
 
     code = (
-        "import sys; from pipeline.llm import resolve_model; from pipeline import summarise, redact, cache; "
+        "import sys; from pipeline.llm.client import resolve_model; from pipeline.summarize import mapreduce as summarise; from pipeline import redact; from pipeline.summarize import cache; "
         "print('litellm' in sys.modules, 'instructor' in sys.modules)"
     )
     out = subprocess.run(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from pipeline.cli import app
+from pipeline.cli.app import app
 
 ROOT = Path(__file__).resolve().parent.parent
 SID = "20261102_090000_c11a01"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import localmodel
-from pipeline.localmodel import LocalModelError, LocalServer, ensure_gguf
+from pipeline.llm import local as localmodel
+from pipeline.llm.local import LocalModelError, LocalServer, ensure_gguf
 
 
 def test_ensure_gguf_verifies_sha256(tmp_path, monkeypatch):

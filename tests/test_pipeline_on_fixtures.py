@@ -10,7 +10,7 @@ import frontmatter
 import pytest
 from typer.testing import CliRunner
 
-from pipeline.cli import app
+from pipeline.cli.app import app
 
 ROOT = Path(__file__).resolve().parent.parent
 DBS = ROOT / "fixtures" / "db"

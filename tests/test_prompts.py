@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.prompts import PromptError, load_prompt
+from pipeline.summarize.prompts import PromptError, load_prompt
 
 
 @pytest.mark.parametrize("name", ["chunk_summary", "reduce"])

@@ -1,4 +1,4 @@
-"""The unchanged re-run (``pipeline.quick``): answered without pydantic, identical to the full run, and
+"""The unchanged re-run (``pipeline.cli.record``): answered without pydantic, identical to the full run, and
 never answered once any input moved. Every run here is the real ``distill`` process."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import quick
+from pipeline.cli import record as quick
 
 ROOT = Path(__file__).resolve().parent.parent
 V31 = ROOT / "fixtures" / "hermes" / "state-v31.db"

@@ -11,7 +11,7 @@ import pytest
 
 import pipeline
 from pipeline.models import Decision, Facts, FileTouch, Lineage, Phase, Problem, Session, SessionSummary
-from pipeline.render import (
+from pipeline.notes.render import (
     GENERATED_KEYS,
     headings_for,
     md_block,
@@ -426,7 +426,7 @@ def test_fast_and_python_emitters_write_the_same_text(value: str) -> None:
     """libyaml is used only where it writes exactly what the pure-Python emitter writes."""
     import yaml
 
-    from pipeline import render as r
+    from pipeline.notes import render as r
 
     meta = {"title": value, "tags": [value, "x"], "n": 1, "cost": 0.5, "none": None, "flag": True}
     python = yaml.dump(meta, Dumper=r._NoteDumper, sort_keys=False, width=1_000_000,

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.evidence import Evidence
-from pipeline.llm import LLMClient
-from pipeline.skills import render_skill, validate_skill
-from pipeline.synthesis import synthesize
+from pipeline.llm.client import LLMClient
+from pipeline.skills.evidence import Evidence
+from pipeline.skills.store import render_skill, validate_skill
+from pipeline.skills.synthesis import synthesize
 
 CASSETTES = Path(__file__).parent / "cassettes" / "test_skill_cassettes"
 EVIDENCE = CASSETTES / "evidence.json"

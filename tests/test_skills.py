@@ -10,12 +10,20 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from pipeline.cli.skills import skills_app
 from pipeline.config import build_settings
-from pipeline.evidence import evidence_from_session, save_evidence
-from pipeline.promote import promote_session, propose
-from pipeline.skills import SkillError, SkillStore, render_skill, validate_skill
-from pipeline.skills_cmd import skills_app
-from pipeline.synthesis import PitfallOut, RefuteOut, SkillOut, StepOut, Verdict, extractive_draft, llm_draft
+from pipeline.skills.evidence import evidence_from_session, save_evidence
+from pipeline.skills.promote import promote_session, propose
+from pipeline.skills.store import SkillError, SkillStore, render_skill, validate_skill
+from pipeline.skills.synthesis import (
+    PitfallOut,
+    RefuteOut,
+    SkillOut,
+    StepOut,
+    Verdict,
+    extractive_draft,
+    llm_draft,
+)
 from tests.test_promote import injected_deploy_session, real_evidence, synthetic, to_evidence
 
 skills_ref = pytest.importorskip("skills_ref")
@@ -75,7 +83,7 @@ def test_injected_session_never_reaches_the_skill(tmp_path: Path) -> None:
 
 
 class FakeClient:
-    """Stands in for pipeline.llm.LLMClient: returns canned objects, records the prompts."""
+    """Stands in for pipeline.llm.client.LLMClient: returns canned objects, records the prompts."""
 
     def __init__(self, *answers: Any) -> None:
         self.answers = list(answers)
@@ -139,7 +147,7 @@ def test_llm_draft_is_refuted_and_gated(tmp_path: Path) -> None:
 
 
 def test_llm_failure_falls_back_to_the_skeleton() -> None:
-    from pipeline.synthesis import synthesize
+    from pipeline.skills.synthesis import synthesize
 
     deploys, _ = synthetic()
     notices: list[str] = []
@@ -204,7 +212,7 @@ def test_reject_is_remembered(store: SkillStore) -> None:
     assert store.pending() == []
     assert store.stage(draft).status == "declined"
     assert store.is_declined("other-name", [e.session_id for e in deploys])
-    from pipeline.promote import detect
+    from pipeline.skills.promote import detect
 
     assert detect([*deploys, *unrelated], embedder=False, declined=store).candidates == []
 
@@ -222,10 +230,10 @@ def test_approve_links_the_evidence_notes(tmp_path: Path, hermes_home: Path) -> 
     from datetime import UTC, datetime
 
     from pipeline.chunk import chunk_session
-    from pipeline.extractive import summarise_extractive
-    from pipeline.facts import derive_facts
-    from pipeline.render import render_note
-    from pipeline.write import NoteStore
+    from pipeline.facts.derive import derive_facts
+    from pipeline.notes.render import render_note
+    from pipeline.notes.store import NoteStore
+    from pipeline.summarize.extractive import summarise_extractive
     from tests.test_promote import deploy_sessions
 
     out = tmp_path / "out"

@@ -15,7 +15,7 @@ import pytest
 
 from pipeline.errors import InputError
 from pipeline.models import Session
-from pipeline.sources import FORMATS, detect_format, read_sessions
+from pipeline.read.detect import FORMATS, detect_format, read_sessions
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "transcripts"
 CORPUS = Path("/work/shared/agent-transcripts")

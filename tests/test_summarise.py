@@ -9,15 +9,15 @@ import pytest
 from pydantic import ValidationError
 from sqlite_utils import Database
 
-from pipeline import summarise
-from pipeline.cache import SummaryCache
 from pipeline.config import build_settings
-from pipeline.llm import BudgetExceeded, LLMClient
-from pipeline.model_choice import ModelChoice
+from pipeline.llm.choice import ModelChoice
+from pipeline.llm.client import BudgetExceeded, LLMClient
 from pipeline.models import Chunk, Facts, FileTouch, Message, RunReport, ToolCall
-from pipeline.shaping import shape_transcript
-from pipeline.summarise import ground_files
-from pipeline.summary_schema import ChunkSummary, FileOut, ReduceSummary
+from pipeline.summarize import mapreduce as summarise
+from pipeline.summarize.cache import SummaryCache
+from pipeline.summarize.mapreduce import ground_files
+from pipeline.summarize.schema import ChunkSummary, FileOut, ReduceSummary
+from pipeline.summarize.shaping import shape_transcript
 from tests import llm_fixtures as F
 from tests.secrets_corpus import SECRETS
 
@@ -210,9 +210,16 @@ def test_oversized_chunks_are_cut_to_their_budget_others_are_not():
     fits its budget or is cut as hard as the levels go, short asks are kept whole, and a chunk within
     the chunk size is sent exactly as level 0 renders it (cutting those cost decision recall)."""
     from pipeline.chunk import estimate_tokens
-    from pipeline.run import Prepared, prepare
-    from pipeline.shaping import BUDGET_FLOOR, FULL_CHUNK, LEVELS, defence, render_message, transcript_budget
-    from pipeline.sources import read_sessions
+    from pipeline.read.detect import read_sessions
+    from pipeline.run.steps import Prepared, prepare
+    from pipeline.summarize.shaping import (
+        BUDGET_FLOOR,
+        FULL_CHUNK,
+        LEVELS,
+        defence,
+        render_message,
+        transcript_budget,
+    )
 
     def at(level: int, c: Chunk) -> str:
         return defence("\n".join(t for m in c.messages if (t := render_message(m, LEVELS[level]))))
@@ -298,7 +305,7 @@ def test_an_answer_in_the_session_language_is_kept(settings):
 
 
 def test_oversized_is_judged_against_the_runs_chunk_size():
-    from pipeline.shaping import BUDGET_FLOOR, transcript_budget
+    from pipeline.summarize.shaping import BUDGET_FLOOR, transcript_budget
 
     chunk = Chunk(session_id="s", generation=1, token_estimate=5000, messages=(Message(role="user", content="hi"),))
     assert transcript_budget(chunk) is None  # within the default 6,000

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import summarise
-from pipeline.cache import SummaryCache
 from pipeline.config import build_settings
 from pipeline.models import RunReport, SessionSummary
+from pipeline.summarize import mapreduce as summarise
+from pipeline.summarize.cache import SummaryCache
 from tests import llm_fixtures as F
 from tests.secrets_corpus import SECRETS
 

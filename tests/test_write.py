@@ -14,8 +14,8 @@ import pytest
 
 from pipeline.errors import OutputError, SessionError
 from pipeline.models import Facts, Note, Phase, Session, SessionSummary
-from pipeline.render import render_note
-from pipeline.write import INDEX_FILE, META_DIR, NoteStore, extract_notes
+from pipeline.notes.render import render_note
+from pipeline.notes.store import INDEX_FILE, META_DIR, NoteStore, extract_notes
 
 START = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
 SID = "20261120_080000_abc123"
@@ -179,7 +179,7 @@ def test_other_session_with_same_path_is_not_clobbered(tmp_path: Path) -> None:
 
 
 def test_concurrent_writes_never_share_a_free_path(tmp_path: Path) -> None:
-    # Commits run on several threads (pipeline.parallel): two sessions whose notes would get the
+    # Commits run on several threads (pipeline.run.pool): two sessions whose notes would get the
     # same name must not both claim it before either file exists.
     from concurrent.futures import ThreadPoolExecutor
 
@@ -371,13 +371,13 @@ def test_two_processes_write_the_same_notes(tmp_path: Path, autosave: bool) -> N
 def test_note_dirs_are_fsynced_once_before_the_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A note's rename is made durable before any index entry can point at it, one fsync per folder."""
     import pipeline.atomic
-    import pipeline.write
+    import pipeline.notes.store
 
     events: list[tuple[str, Any]] = []
-    real_write, real_sync = pipeline.write.atomic_write_text, pipeline.write.fsync_dirs
-    monkeypatch.setattr(pipeline.write, "atomic_write_text",
+    real_write, real_sync = pipeline.notes.store.atomic_write_text, pipeline.notes.store.fsync_dirs
+    monkeypatch.setattr(pipeline.notes.store, "atomic_write_text",
                         lambda path, text, **kw: (events.append(("write", path.name, kw)), real_write(path, text, **kw)))
-    monkeypatch.setattr(pipeline.write, "fsync_dirs",
+    monkeypatch.setattr(pipeline.notes.store, "fsync_dirs",
                         lambda dirs: (events.append(("sync", sorted(dirs))), real_sync(dirs)))
     store = NoteStore(tmp_path / "out", autosave=False)
     for i in range(3):

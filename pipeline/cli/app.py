@@ -1,0 +1,341 @@
+"""The ``distill`` command: flags → ``Settings`` → ``run`` → report and exit code.
+
+``distill [SESSION ...] [options]`` distils sessions; ``distill hook|import|...`` are tool
+commands. Typer cannot mix a positional session list with subcommands in one group, so
+``main`` dispatches on the first argument: a known tool name goes to that tool's app, anything
+else is the main command. Errors from the library are ``DistillError``s; only this module turns
+them into one ``Error: ...`` line and an exit code (2 bad usage/input, 1 some sessions failed).
+"""
+
+from __future__ import annotations
+
+import os
+
+# litellm fetches a cost map over the network at import unless told not to.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import re
+import sys
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from pipeline.config import DEFAULT_EXCLUDED_SOURCES, build_settings
+from pipeline.errors import DistillError, InputError
+from pipeline.models import RunReport, SessionResult
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
+
+_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_age(text: str) -> float:
+    """'90m', '2h', '3d', '1w' → seconds."""
+    m = _AGE.match(text.lower())
+    if not m:
+        raise InputError(f"{text!r}: not an age; use forms like 30m, 2h, 3d or 1w")
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def parse_when(text: str, now: datetime | None = None) -> datetime:
+    """'yesterday' (00:00 local), 'today', an age like '6h' (that long ago) or an ISO date/time."""
+    now = now or datetime.now().astimezone()
+    word = text.strip().lower()
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    if word == "today":
+        return midnight
+    if word == "yesterday":
+        return midnight - timedelta(days=1)
+    if _AGE.match(word):
+        return now - timedelta(seconds=parse_age(word))
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InputError(f"--since {text!r}: use yesterday, today, an age like 6h, or a date like 2026-11-30") from None
+    return when if when.tzinfo else when.astimezone()
+
+
+@app.command(
+    help=(
+        "Distill Hermes sessions from state.db into Markdown notes.\n\n"
+        "Examples:\n\n"
+        "  distill --since yesterday\n\n"
+        "  distill 20261130_101500_abc123\n\n"
+        "  distill --all --source cli --out ~/notes/hermes\n\n"
+        "  distill --demo\n\n"
+        "Tool commands (each with --help): distill hook, distill skills, distill import"
+    )
+)
+def distill(
+    sessions: Annotated[
+        list[str] | None,
+        typer.Argument(help="Session ids or exact titles, or transcript files/directories.", show_default=False),
+    ] = None,
+    from_: Annotated[
+        str | None,
+        typer.Option("--from", help="Format of transcript files (auto-detected): claude-code, codex, specstory, "
+                     "aider, hermes-export, hermes-dump, sharegpt."),
+    ] = None,
+    db: Annotated[Path | None, typer.Option(help="state.db to read (default $HERMES_HOME/state.db).")] = None,
+    profile: Annotated[str | None, typer.Option(help="Hermes profile: $HERMES_HOME/profiles/NAME.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Output directory (default $HERMES_HOME/distilled).")] = None,
+    demo: Annotated[bool, typer.Option("--demo", help="Distill the bundled demo state.db into ./distill-demo.")] = False,
+    all_: Annotated[bool, typer.Option("--all", help="Every session the source filters allow.")] = False,
+    since: Annotated[str | None, typer.Option(help="Sessions active since: yesterday, today, 6h, 2026-11-30.")] = None,
+    idle: Annotated[str | None, typer.Option(help="Sessions idle at least this long (e.g. 2h) that changed.")] = None,
+    source: Annotated[list[str] | None, typer.Option("--source", help="Only these sources (repeatable).")] = None,
+    exclude_source: Annotated[
+        list[str] | None,
+        typer.Option("--exclude-source", help=f"Skip these sources (default: {', '.join(DEFAULT_EXCLUDED_SOURCES)})."),
+    ] = None,
+    summarizer: Annotated[str, typer.Option(help="auto, extractive or llm.")] = "auto",
+    model: Annotated[
+        str | None, typer.Option(help="Any litellm model, e.g. openrouter/google/gemini-2.5-flash (else DISTILL_MODEL, "
+                                      "distill.yaml, your Hermes config, the embedded model).")
+    ] = None,
+    api_base: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
+    local_model: Annotated[Path | None, typer.Option(help="A GGUF to serve with llama.cpp instead.")] = None,
+    lang: Annotated[str | None, typer.Option(help="Write summaries in this language (default: the session's).")] = None,
+    max_cost: Annotated[float | None, typer.Option(help="Stop calling the model before this many USD.")] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Stop calling the model before this many tokens.")] = None,
+    promote_skill: Annotated[
+        bool, typer.Option("--promote-skill", help="Also draft a SKILL.md from the named session(s) for review.")
+    ] = False,
+    propose_skills: Annotated[
+        bool,
+        typer.Option("--propose-skills", help="After distilling, stage skills for procedures that recur across "
+                     "sessions (review with `distill skills pending`); for the nightly run."),
+    ] = False,
+    jobs: Annotated[
+        int | None,
+        typer.Option("--jobs", "-j", min=1, show_default=False,
+                     help="Sessions in parallel: worker processes for extractive (default min(CPUs, 4)), "
+                          "concurrent model calls for LLM summaries; e.g. --jobs 8."),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be written; write nothing.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Re-render even when nothing changed.")] = False,
+    json_: Annotated[bool, typer.Option("--json", help="Print the run report as JSON.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+) -> None:
+    try:
+        report = _run(
+            sessions=sessions or [], from_=from_, db=db, profile=profile, out=out, demo=demo, all_=all_, since=since,
+            idle=idle, source=source or [], exclude_source=exclude_source, summarizer=summarizer,
+            jobs=jobs, dry_run=dry_run, force=force, quiet=quiet or json_, promote_skill=promote_skill,
+            propose_skills=propose_skills,
+            model_opts={"model": model, "api_base": api_base, "local_model": local_model, "lang": lang,
+                        "max_cost": max_cost, "max_tokens": max_tokens},
+        )
+    except DistillError as exc:
+        if debug:
+            raise
+        typer.echo(f"Error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    if json_:
+        typer.echo(report.model_dump_json(indent=2))
+    elif not quiet:
+        _print_summary(report)
+    raise typer.Exit(EXIT_FAILED if report.failed else EXIT_OK)
+
+
+def _run(
+    *, sessions: list[str], from_: str | None, db: Path | None, profile: str | None, out: Path | None, demo: bool, all_: bool,
+    since: str | None, idle: str | None, source: list[str], exclude_source: list[str] | None, summarizer: str,
+    jobs: int | None, dry_run: bool, force: bool, quiet: bool, promote_skill: bool, propose_skills: bool,
+    model_opts: dict[str, Any],
+) -> RunReport:
+    from pipeline.run.runner import run
+
+    if summarizer not in ("auto", "extractive", "llm"):
+        raise InputError(f"--summarizer {summarizer!r}: use auto, extractive or llm")
+    if demo:
+        from pipeline.resources import demo_db
+
+        db, out, all_ = demo_db(), out or Path("distill-demo"), True
+    # A positional argument that names an existing path is a transcript to read, not a session id.
+    inputs = [Path(a).expanduser() for a in sessions if Path(a).expanduser().exists()]
+    if from_ and not inputs:
+        raise InputError(f"--from {from_}: name the transcript files or directories to read")
+    if from_:
+        from pipeline.read.detect import normalise_format
+
+        from_ = normalise_format(from_)
+    settings = build_settings(
+        db=db, profile=profile, out=out, sessions=[a for a in sessions if Path(a).expanduser() not in inputs],
+        inputs=inputs, input_format=from_, select_all=all_,
+        since=parse_when(since) if since else None, idle=parse_age(idle) if idle else None,
+        include_sources=source,
+        exclude_sources=list(DEFAULT_EXCLUDED_SOURCES if exclude_source is None else exclude_source),
+        dry_run=dry_run, force=force, summarizer=summarizer, jobs=jobs or 0, **model_opts,
+    )
+    if profile and db is None and not settings.home.is_dir():
+        root = settings.home.parent
+        found = sorted(p.name for p in root.iterdir() if (p / "state.db").is_file()) if root.is_dir() else []
+        hint = f"profiles with a state.db: {', '.join(found)}" if found else f"none exist under {root}"
+        raise InputError(f"--profile {profile}: no such Hermes profile ({settings.home} does not exist); {hint}")
+    if promote_skill and not settings.sessions:
+        raise InputError("--promote-skill: name the session(s) to promote, e.g. distill ID --promote-skill")
+    if settings.out.exists() and not settings.out.is_dir():
+        raise InputError(f"--out {settings.out}: exists and is not a directory")
+    progress = None if quiet else _progress
+    on_result = None if quiet else _echo_result
+    from pipeline.cli import record as quick
+
+    # Taken before the run reads the database: a write during the run makes the next run a full one.
+    before = {} if settings.inputs else quick.db_stamps(settings.db)
+    report = run(settings, progress=progress, on_result=on_result)
+    if settings.dry_run:
+        return report
+    if _invocation is not None and not settings.inputs and not promote_skill and not propose_skills:
+        quick.save(_invocation, before=before, out=settings.out, home=settings.home,
+                   report=report.model_dump(mode="json"), setup_notices=report.setup_notices)
+    if promote_skill:
+        from pipeline.skills.promote import promote_session
+
+        for ref in settings.sessions:
+            path = promote_session(ref, settings, notices=report.notices)
+            report.notices.append(f"skill drafted for review: {path} (distill skills pending / approve)")
+    if propose_skills:
+        from pipeline.skills.promote import propose
+
+        for staged in propose(settings, notices=report.notices):
+            if staged.status in ("staged", "update"):
+                report.notices.append(f"skill {staged.name} {staged.status} for review: {staged.path} "
+                                      "(distill skills pending / diff / approve)")
+    return report
+
+
+def _progress(total: int) -> Iterable[int]:
+    """A rich progress bar on long interactive runs; plain iteration otherwise."""
+    if total < 20 or not sys.stderr.isatty():
+        yield from range(total)
+        return
+    from rich.progress import Progress
+
+    with Progress(transient=True) as bar:
+        task = bar.add_task("distilling", total=total)
+        for i in range(total):
+            yield i
+            bar.advance(task)
+
+
+def _echo_result(result: SessionResult) -> None:
+    from pipeline.cli.record import result_lines
+
+    for to_err, line in result_lines(result.model_dump(mode="json")):
+        typer.echo(line, err=to_err)
+
+
+def _print_summary(report: RunReport) -> None:
+    from pipeline.cli.record import summary_lines
+
+    typer.echo("\n".join(summary_lines(report.model_dump(mode="json"))), err=True)
+
+
+import_app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
+
+
+@import_app.command(
+    help=(
+        "Write transcripts (Claude Code, Codex, SpecStory, aider, Hermes exports) into a Hermes-shaped "
+        "state.db, so Hermes can browse and resume them.\n\n"
+        "Example: distill import --into-db ~/imported.db ~/.claude/projects"
+    )
+)
+def import_(
+    files: Annotated[list[Path], typer.Argument(help="Transcript files or directories.")],
+    into_db: Annotated[Path, typer.Option("--into-db", help="The state.db to write (created if missing).")],
+    from_: Annotated[str | None, typer.Option("--from", help="Input format (auto-detected).")] = None,
+    existing: Annotated[
+        bool, typer.Option("--into-existing", help="Consent to add rows to a database that already exists.")
+    ] = False,
+) -> None:
+    from pipeline.hermes.importdb import import_sessions
+    from pipeline.read.detect import normalise_format, read_sessions
+
+    try:
+        fmt = normalise_format(from_) if from_ else None
+        sessions = (s for path in files for s in read_sessions(path, fmt))
+        added = import_sessions(sessions, into_db, allow_existing=existing)
+    except DistillError as exc:
+        typer.echo(f"Error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    typer.echo(f"{added} sessions written to {into_db}", err=True)
+
+
+def _tool_apps() -> dict[str, typer.Typer]:
+    """Tool commands, imported only when asked for so ``distill --help`` stays fast."""
+    apps: dict[str, typer.Typer] = {"import": import_app}
+    from pipeline.cli.hook import hook_app
+    from pipeline.cli.skills import skills_app
+
+    apps["hook"] = hook_app
+    apps["skills"] = skills_app
+    return apps
+
+
+TOOL_NAMES = ("hook", "import", "skills")
+#: The command line of this process's main command, for ``pipeline.cli.record``'s record of a clean run.
+_invocation: list[str] | None = None
+
+
+def main(argv: list[str] | None = None) -> None:
+    global _invocation
+    args = list(sys.argv[1:] if argv is None else argv)
+    _invocation = args
+    try:
+        if args[:1] == ["eval"]:
+            # The harness (gold files, cassettes) lives in the repository, not in the wheel.
+            typer.echo("Error: the eval harness is not installed with distill; from a hermes-distill "
+                       "checkout run: python -m evals --help", err=True)
+            raise SystemExit(EXIT_USAGE)
+        if args and args[0] in TOOL_NAMES:
+            tools = _tool_apps()
+            if args[0] not in tools:
+                typer.echo(f"Error: `distill {args[0]}` is not available in this build", err=True)
+                raise SystemExit(EXIT_USAGE)
+            tools[args[0]](args[1:], prog_name=f"distill {args[0]}")
+            return
+        app(args, prog_name="distill")
+    except KeyboardInterrupt:
+        # Writes are atomic and a local model server is stopped on the way out, so this is safe.
+        typer.echo("Interrupted: notes already written are complete; run again to continue.", err=True)
+        raise SystemExit(130) from None
+    finally:
+        _invocation = None
+
+
+def entry() -> None:
+    """The ``distill`` command: ``main``, then, if litellm was loaded, an exit without teardown.
+
+    Finalising the interpreter after ``import litellm`` (freeing a few thousand modules) took
+    2.1-2.4 s on a 2-core machine, more than many runs' real work and paid by every post-session
+    hook. By then every note, index and cache write is closed and the model server is stopped;
+    exit handlers still run and output is flushed, only the teardown is skipped.
+    """
+    try:
+        main()
+        code: int | str | None = 0
+    except SystemExit as exc:
+        code = exc.code
+    if "litellm" in sys.modules:
+        import atexit
+
+        atexit._run_exitfuncs()
+        if isinstance(code, str):  # what SystemExit would have printed
+            sys.stderr.write(code + "\n")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code if isinstance(code, int) else (0 if code is None else EXIT_FAILED))
+    raise SystemExit(code)
+
+
+if __name__ == "__main__":
+    entry()

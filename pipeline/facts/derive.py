@@ -1,0 +1,470 @@
+"""Deterministic facts about a session: files touched, commands, errors, tools, usage.
+
+``Facts`` is the grounding authority: the LLM summariser may only claim files and commands that
+appear here, so every rule below prefers missing a fact to inventing one.
+
+Files come from tool calls, read these ways (and, for one kind of export, from the reply itself):
+
+* **File tools** (Hermes ``write_file``/``patch``/``read_file``, Claude Code ``Write``/``Edit``/
+  ``MultiEdit``/``NotebookEdit``/``Read``, editor-style tools): the path argument, overridden by
+  the tool *result* when it states ``{"path": ...}`` (ground truth: the tool resolved it).
+  A failed result (``success: false``, an ``error``, ``<tool_use_error>``) touched nothing.
+* **Patches** (Codex ``apply_patch``, Hermes ``patch`` in V4A mode): ``*** Add/Update/Delete File:``
+  and ``*** Move to:`` headers.
+* **Shell commands** (``terminal``, ``Bash``, ``exec_command``, ...): ``mv``/``cp``/``rm``/
+  ``touch``/``tee``/``sed -i`` and ``>``/``>>`` targets, parsed by ``pipeline.facts.shell`` (which
+  explains what it unwraps and ignores). A leading ``cd`` is followed so relative paths resolve.
+  A target the command's own output reports as refused ("operation not permitted: …") is dropped.
+* **Patch tools without the patch** (SpecStory's ``apply_patch`` rows): the headers in the block
+  body the reader stored as the result, else the ``path`` argument as modified.
+* **Edit blocks in the reply** (``prose_edits``), only for exports that show edits no other way
+  (SpecStory of Cursor without any edit tool call): ```` ```xml:common/pom.xml ```` fences, and
+  ```` ```diff ```` fences whose file the reply names (see ``prose_edits`` for the rules).
+
+Each path is recorded once, at its first touch; later touches refine the action (read → modified,
+created + modified → created, anything + deleted → deleted). Paths under the session cwd become
+cwd-relative; ``~`` is expanded with the home directory implied by the cwd (``/home/<user>``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any, TypeGuard
+
+from pipeline.facts.lang import session_language
+from pipeline.facts.shell import command_text, normalise_path, shell_file_ops
+from pipeline.models import Chunk, Facts, FileAction, FileTouch, Message, Session
+
+COMMAND_TOOLS = frozenset({
+    "terminal", "bash", "shell", "exec_command", "shell_command", "exec", "run_terminal_cmd",
+    "run_terminal_command", "run_terminal_command_v2", "run_in_terminal", "execute_command",
+    "local_shell", "run_shell_command", "execute_bash",
+})
+_READ_TOOLS = frozenset({"read_file", "read", "read_file_v2", "view_file"})
+_WRITE_TOOLS = frozenset({"write_file", "write", "create_file"})
+_EDIT_TOOLS = frozenset({
+    "patch", "edit", "str_replace", "multiedit", "notebookedit", "edit_file", "edit_file_v2",
+    "search_replace", "replace", "insert",
+})
+_EDITOR_TOOLS = frozenset({"str_replace_editor", "str_replace_based_edit_tool"})
+#: Patch tools whose patch text may be missing from the arguments: SpecStory exports put the
+#: call's input (the ``*** Begin Patch`` text) in the block body, which the reader makes the result.
+_PATCH_TOOLS = frozenset({"apply_patch", "applypatch"})
+_PATH_KEYS = ("path", "file_path", "target_file", "notebook_path", "filename", "file")
+
+MAX_COMMAND = 300
+MAX_ERROR = 200
+MAX_ERRORS = 20
+
+_PATCH_HEADER = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$", re.M)
+
+
+# --------------------------------------------------------------------------- file touches
+
+
+def _merge(old: FileAction, new: FileAction) -> FileAction:
+    """Refine a path's action when it is touched again; see the module docstring."""
+    if new == "read":
+        return old
+    if old == "read":
+        return "modified" if new == "created" else new
+    if old == "created":
+        return "created" if new == "modified" else new
+    if old == "deleted":
+        return "deleted" if new == "deleted" else "modified"
+    if old == "moved":
+        return "deleted" if new == "deleted" else "moved"
+    return "modified" if new == "created" else new
+
+
+class _Touches:
+    """Ordered, deduplicated FileTouch collector."""
+
+    def __init__(self, cwd: str | None) -> None:
+        self.cwd = cwd
+        self._by_path: dict[str, FileTouch] = {}
+
+    def add(self, path: str | None, action: FileAction, tool: str | None, base: str | None = None) -> None:
+        norm = normalise_path(path, self.cwd, base) if path else None
+        if not norm:
+            return
+        old = self._by_path.get(norm)
+        if old is None:
+            self._by_path[norm] = FileTouch(path=norm, action=action, tool=tool)
+        elif (merged := _merge(old.action, action)) != old.action:
+            self._by_path[norm] = FileTouch(path=norm, action=merged, tool=tool)
+
+    def result(self) -> list[FileTouch]:
+        return list(self._by_path.values())
+
+
+
+# --------------------------------------------------------------------------- tool results
+
+
+def parse_result(message: Message | None) -> dict[str, Any] | None:
+    """A tool result's JSON object, or None when it is plain text. Callers must not mutate it."""
+    text = message.content if message else ""
+    if not text.lstrip().startswith("{"):
+        return None
+    return _parse_object(text)
+
+
+@lru_cache(maxsize=256)
+def _parse_object(text: str) -> dict[str, Any] | None:
+    # Cached: each result is asked about several times (failed? errors? which file?) per session.
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+_EXIT_LINE = re.compile(r"^Exit code:? (-?\d+)", re.M)
+
+
+def _exit_code(result: dict[str, Any] | None, text: str) -> int | None:
+    if result is not None:
+        meta = result.get("metadata")
+        code = result.get("exit_code", meta.get("exit_code") if isinstance(meta, dict) else None)
+        if isinstance(code, int):
+            return code
+    if "xit code" not in text:
+        return None
+    m = _EXIT_LINE.search(text)  # Codex and Claude Code plain-text results
+    return int(m.group(1)) if m else None
+
+
+def result_failed(message: Message | None) -> bool:
+    """Whether a tool result reports failure (error field, success false, non-zero exit)."""
+    if message is None:
+        return False
+    result = parse_result(message)
+    code = _exit_code(result, message.content)
+    if code not in (None, 0):
+        return True
+    if result is not None:
+        return result.get("success") is False or bool(result.get("error"))
+    return "<tool_use_error>" in message.content or message.content.lstrip().startswith("Error:")
+
+
+_EXC_LINE = re.compile(r"^(?:E\s+)?((?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Interrupt|Exit)\b(?::.*)?)$")
+_FAIL_LINE = re.compile(r"^(FAILED \S.*|ERROR \S+::.*)$")
+_OTHER_LINE = re.compile(
+    r"(^(?:error|fatal|panic)(?:\[\w+\])?:|^Error:|npm ERR!|command not found|No such file or directory"
+    r"|Permission denied|Segmentation fault|错误|^Traceback \(most recent call last\))", re.I,
+)
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def error_lines(text: str, limit: int = 3) -> list[str]:
+    """The most informative error lines in ``text``: exception lines, then test failures, then others."""
+    ranked: list[tuple[int, int, str]] = []
+    for n, raw in enumerate(text.splitlines()):
+        line = raw.strip()
+        if m := _EXC_LINE.match(line):
+            ranked.append((0, n, m.group(1)))
+        elif _FAIL_LINE.match(line):
+            ranked.append((1, n, line))
+        elif _OTHER_LINE.search(line) and not line.startswith("Traceback"):
+            ranked.append((2, n, line))
+    seen: dict[str, None] = {}
+    for _rank, _n, line in sorted(ranked):
+        seen.setdefault(_clip(line, MAX_ERROR), None)
+    return list(seen)[:limit]
+
+
+def result_errors(message: Message, tool_name: str | None = None) -> list[str]:
+    """Error lines from one tool result. File contents (reads, searches) are never scanned."""
+    result = parse_result(message)
+    text = message.content
+    failed = result_failed(message)
+    name = (tool_name or message.tool_name or "").lower()
+    if result is not None:
+        error = result.get("error")
+        text = "\n".join(str(v) for v in (result.get("output"), result.get("stderr"), error) if v)
+    if not failed and (name not in COMMAND_TOOLS or _exit_code(result, message.content) == 0):
+        return []
+    lines = error_lines(text)
+    if lines or not failed:
+        return lines
+    if result is not None and isinstance(result.get("error"), str) and result["error"].strip():
+        return [_clip(result["error"], MAX_ERROR)]
+    tail = [ln for ln in text.splitlines() if ln.strip()]
+    return [_clip(tail[-1], MAX_ERROR)] if tail else [f"exit code {_exit_code(result, message.content)}"]
+
+
+# --------------------------------------------------------------------------- per-call extraction
+
+
+def _patch_ops(patch: str) -> list[tuple[str, FileAction]]:
+    ops: list[tuple[str, FileAction]] = []
+    last_update: str | None = None
+    for m in _PATCH_HEADER.finditer(patch):
+        verb, path, moved_to = m.groups()
+        if moved_to:  # ``*** Move to:`` renames the file named by the preceding Update header
+            if last_update:
+                ops.append((last_update, "deleted"))
+            ops.append((moved_to, "moved"))
+        else:
+            ops.append((path, {"Add": "created", "Update": "modified", "Delete": "deleted"}[verb]))
+            last_update = path if verb == "Update" else None
+    return ops
+
+
+# The shell names a file it would not write (a sandbox, a read-only mount): that write touched nothing.
+_REFUSED = re.compile(r"permission denied|operation not permitted|read-only file system|cannot create", re.I)
+
+
+def _refused(path: str, output: str) -> bool:
+    tail = "/".join(path.rstrip("/").split("/")[-2:])  # "~/.x/t.jsonl" is reported as "/Users/u/.x/t.jsonl"
+    return bool(tail) and any(tail in line and _REFUSED.search(line) for line in output.splitlines())
+
+
+def _has_patch(text: object) -> TypeGuard[str]:
+    return isinstance(text, str) and "*** " in text and bool(_PATCH_HEADER.search(text))
+
+
+def _arg_path(args: dict[str, Any]) -> str | None:
+    return next((args[k] for k in _PATH_KEYS if isinstance(args.get(k), str) and args[k]), None)
+
+
+def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | None, out: _Touches) -> None:
+    lname = name.lower()
+    if result_failed(result_msg) and lname not in COMMAND_TOOLS:
+        return  # a failed write or edit changed nothing
+    result = parse_result(result_msg)
+    patch = args if isinstance(args, str) else args.get("patch") or args.get("input")
+    if lname in _PATCH_TOOLS and not _has_patch(patch) and result_msg is not None:
+        patch = result_msg.content
+    if _has_patch(patch):
+        for path, action in _patch_ops(patch):
+            out.add(path, action, name)
+        return
+    if lname in COMMAND_TOOLS:
+        cmd = command_text(args)
+        workdir = args.get("workdir") if isinstance(args, dict) else None
+        said = result_msg.content if result_msg else ""
+        for path, action, base in shell_file_ops(cmd or "", workdir if isinstance(workdir, str) else None):
+            if not _refused(path, said):
+                out.add(path, action, name, base)
+        return
+    if isinstance(args, str):
+        return
+    stated = result.get("path") if result else None
+    path = stated if isinstance(stated, str) and stated else _arg_path(args)
+    action: FileAction | None = None
+    if lname in _EDITOR_TOOLS:
+        action = {"create": "created", "view": "read"}.get(str(args.get("command")), "modified")
+    elif lname in _READ_TOOLS:
+        action = "read"
+    elif lname in _WRITE_TOOLS:
+        text = result_msg.content if result_msg else ""
+        # Claude Code's Write says which it did; otherwise "created" and _merge downgrades a rewrite.
+        action = "modified" if "has been updated" in text else "created"
+    elif lname in _EDIT_TOOLS or lname in _PATCH_TOOLS:
+        action = "modified"
+    if action:
+        out.add(path, action, name)
+
+
+def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source: str | None = None) -> list[FileTouch]:
+    """Files touched by the tool calls in ``messages``, in first-touch order, one entry per path.
+
+    With a ``source`` in ``_PROSE_EDIT_SOURCES`` and no file-changing tool call at all, the edit
+    blocks in assistant replies count too (``prose_edits``): such an export shows edits no other way.
+    """
+    results = {m.tool_call_id: m for m in messages if m.role == "tool" and m.tool_call_id}
+    out = _Touches(cwd)
+    for m in messages:
+        for call in m.tool_calls if m.role == "assistant" else ():
+            _call_touches(call.name, call.arguments, results.get(call.id) if call.id else None, out)
+    if source in _PROSE_EDIT_SOURCES and not any(
+            c.name.lower() in _CHANGE_TOOLS for m in messages for c in m.tool_calls):
+        for path in prose_edits(messages, [t.path for t in out.result()]):
+            out.add(path, "modified", "edit_block")
+    return out.result()
+
+
+# --------------------------------------------------------------------------- edits shown only as prose
+
+#: Sources whose exports may show an edit only inside the assistant's reply: SpecStory renders a
+#: Cursor v0/v1 ``edit_file`` call as a ```diff block (path left out) or a ```lang:path block.
+_PROSE_EDIT_SOURCES = frozenset({"specstory"})
+_CHANGE_TOOLS = _WRITE_TOOLS | _EDIT_TOOLS | _EDITOR_TOOLS | _PATCH_TOOLS
+_BLOCK = re.compile(r"^```([^\n`]*)\n(.*?)(?:^```[ \t]*$|\Z)", re.M | re.S)
+# ```xml:common/pom.xml names its file; ```12:30:src/a.py (a letter-less tag) is a citation, not an edit,
+# and ```text:output names no file (no "." or "/").
+_TAGGED = re.compile(r"^[A-Za-z][\w+#.-]*:(\S*[./]\S*)$")
+_DIFF_HEADER = re.compile(r"^\+\+\+ (?:b/)?(\S+)", re.M)
+_FILE_EXTS = (
+    "py|pyi|ipynb|js|jsx|mjs|cjs|ts|tsx|vue|svelte|astro|kt|kts|java|scala|groovy|gradle|go|rs|rb|php|cs|"
+    "swift|dart|lua|ex|exs|c|h|cc|cpp|hpp|m|mm|sh|bash|zsh|ps1|bat|sql|md|mdx|rst|txt|json|jsonc|yaml|yml|"
+    "toml|ini|cfg|conf|env|properties|xml|html|htm|css|scss|sass|less|svg|lock|tf"
+)
+# A file named in prose: ``login.vue``, ``src/services/index.ts``; ASCII classes so Chinese text glued
+# to the name ("修改login.vue文件") does not become part of it.
+_PROSE_PATH = re.compile(rf"(?<![\w./\\-])((?:[\w.@-]+/)*[\w@-][\w.@-]*\.(?:{_FILE_EXTS}))(?![\w/-])", re.I | re.A)
+_EDIT_INTENT = re.compile(
+    r"\b(?:edit|updat|modif|chang|fix|add|replac|remov|rewrit|writ|creat|apply|patch|refactor|insert|delet)\w*"
+    r"|修改|编辑|更新|添加|替换|删除|移除|修复|改为|改成|创建|写入|重构|调整|更改", re.I)
+# Telling the user what *they* could do is advice, not an edit.
+_ADVICE = re.compile(r"\byou (?:can|could|should|need|might|may)\b|\bfor example\b|\be\.g\.|你可以|您可以|你需要|您需要|"
+                     r"例如|比如|建议", re.I)
+_APPLIED = re.compile(
+    r"\b(?:I|we)(?:'ve| have)?\s+(?:\w+\s+){0,2}?(?:updated|edited|modified|changed|applied|added|fixed|replaced|"
+    r"rewrote|refactored|removed)\b|已(?:经)?(?:完成|修改|更新|替换|添加|删除|移除|修复|重构|改)|(?:修改|更新|替换|重构)(?:了|完成)",
+    re.I)
+
+
+def _named_file(text: str, known: Sequence[str]) -> str | None:
+    """The one file ``text`` names, resolved against paths the session touched; None if none or several."""
+    names = list(dict.fromkeys(m.group(1) for m in _PROSE_PATH.finditer(text)))
+    if len(names) != 1:
+        return None
+    name = names[0]
+    hits = [k for k in known if k == name or k.endswith("/" + name)]
+    return hits[0] if len(set(hits)) == 1 else name
+
+
+def _last_paragraph(text: str) -> str:
+    parts = [p for p in re.split(r"\n\s*\n", text.strip()) if p.strip()]
+    return parts[-1] if parts else ""
+
+
+def _reply_edits(text: str, known: Sequence[str], reads: Sequence[str]) -> list[str]:
+    """Files one assistant reply edits through its code blocks (see ``prose_edits``)."""
+    blocks = list(_BLOCK.finditer(text))
+    paths: list[str | None] = []
+    for i, b in enumerate(blocks):
+        tag, body = b.group(1).strip(), b.group(2)
+        lead = text[blocks[i - 1].end() if i else 0:b.start()]
+        if m := _TAGGED.match(tag):
+            paths.append(m.group(1))
+        elif tag.lower() not in ("diff", "patch") or not re.search(r"^[+-](?![+-]{2})", body, re.M):
+            paths.append(None)
+        elif h := _DIFF_HEADER.search(body):
+            paths.append(None if h.group(1) == "/dev/null" else h.group(1))
+        elif not lead.strip() and i and paths[-1] is not None and _is_diff(blocks[i - 1]):
+            paths.append(paths[-1])  # a diff straight after a diff continues the same file
+        else:
+            lead = _last_paragraph(lead)
+            ok = _EDIT_INTENT.search(lead) and not _ADVICE.search(lead)
+            paths.append(_named_file(lead, known) if ok else None)
+    # Diffs still unnamed: the claim right after a run of them ("已完成对 `X.kt` 的重构"), else the files
+    # read in this turn, one per diff in order, when the counts agree exactly.
+    open_ = [i for i, b in enumerate(blocks) if paths[i] is None and _is_diff(b)]
+    for i in open_:
+        j = i
+        while j + 1 < len(blocks) and _is_diff(blocks[j + 1]) and not text[blocks[j].end():blocks[j + 1].start()].strip():
+            j += 1
+        after = text[blocks[j].end():blocks[j + 1].start() if j + 1 < len(blocks) else len(text)].strip()
+        after = re.split(r"\n\s*\n", after, maxsplit=1)[0]
+        if _APPLIED.search(after) and not _ADVICE.search(after) and (name := _named_file(after, known)):
+            for k in range(i, j + 1):
+                paths[k] = paths[k] or name
+    left = [i for i in open_ if paths[i] is None]
+    done = {p for p in paths if p}
+    unread = [r for r in dict.fromkeys(reads) if r not in done]
+    if left and len(left) == len(unread):
+        for i, r in zip(left, unread, strict=True):
+            paths[i] = r
+    return [p for p in paths if p]
+
+
+def _is_diff(block: re.Match[str]) -> bool:
+    return block.group(1).strip().lower() in ("diff", "patch") and bool(
+        re.search(r"^[+-](?![+-]{2})", block.group(2), re.M))
+
+
+def prose_edits(messages: Sequence[Message], known: Sequence[str]) -> list[str]:
+    """Files edited through code blocks in assistant replies, for exports with no edit tool calls.
+
+    The block is the evidence (SpecStory of Cursor renders each applied edit that way), so only its
+    file is inferred, conservatively:
+
+    * ```` ```lang:path ```` names it.
+    * A ```` ```diff ```` with ``+``/``-`` lines: its ``+++ b/path`` header; else the paragraph just
+      before it when that announces an edit (not advice to the user) and names exactly one file;
+      a diff right after a diff continues that file; else the paragraph right after a run of diffs
+      when it reports the edit done and names one file; else, when the number of still-unnamed
+      diffs equals the number of files read since the user's message, those files in order.
+    * Bare names resolve to the one path in ``known`` (paths the session's tools touched) that
+      ends with them; otherwise they stay as written.
+    """
+    out: list[str] = []
+    reads: list[str] = []
+    for m in messages:
+        if m.role == "user":
+            reads = []
+        elif m.role == "assistant":
+            for c in m.tool_calls:
+                if c.name.lower() in _READ_TOOLS and isinstance(c.arguments, dict) and (p := _arg_path(c.arguments)):
+                    reads.append(p)
+            if "```" in m.content:
+                out += _reply_edits(m.content, [*known, *out], reads)
+    return list(dict.fromkeys(out))
+
+
+# --------------------------------------------------------------------------- the stage
+
+
+def _duration(session: Session, messages: Sequence[Message]) -> float | None:
+    stamps = [m.timestamp for m in messages if m.timestamp is not None]
+    start = session.started_at.timestamp() if session.started_at else (min(stamps) if stamps else None)
+    end_dt = session.ended_at or session.last_active_at
+    end = end_dt.timestamp() if end_dt else (max(stamps) if stamps else None)
+    return round(end - start, 3) if start is not None and end is not None and end >= start else None
+
+
+def derive_facts(session: Session, chunks: Sequence[Chunk] | None = None) -> Facts:
+    """Everything knowable about ``session`` without a model."""
+    messages = [m for m in session.messages if not m.is_carrier]
+    names = {c.id: c.name for m in messages for c in m.tool_calls if c.id}
+    tools: Counter[str] = Counter()
+    commands: dict[str, None] = {}
+    for m in messages:
+        for call in m.tool_calls if m.role == "assistant" else ():
+            tools[call.name] += 1
+            if call.name.lower() in COMMAND_TOOLS and (cmd := command_text(call.arguments)):
+                commands.setdefault(_clip(cmd, MAX_COMMAND) if len(cmd) > MAX_COMMAND else cmd, None)
+
+    errors: dict[str, None] = {}
+    for m in messages:
+        if m.role == "tool":
+            found = result_errors(m, names.get(m.tool_call_id or "") or m.tool_name)
+        elif m.role == "user" and "Traceback (most recent call last)" in m.content:
+            found = [e for e in error_lines(m.content) if _EXC_LINE.match(e)]  # a pasted traceback
+        else:
+            continue
+        for e in found:
+            errors.setdefault(e, None)
+
+    models = [session.model] if session.model else []
+    models += [u.model for u in session.usage if u.model not in models]
+    costs = [u.cost_usd for u in session.usage if u.cost_usd is not None]
+    language = session_language((m.content for m in messages if m.role == "user"),
+                                (m.content for m in messages if m.role == "assistant"))
+    return Facts(
+        files=tuple(file_touches(messages, session.cwd or session.git_repo_root, source=session.source)),
+        commands=tuple(commands),
+        errors=tuple(list(errors)[:MAX_ERRORS]),
+        tools=dict(tools),
+        models=tuple(dict.fromkeys(models)),
+        input_tokens=session.input_tokens or sum(u.input_tokens for u in session.usage),
+        output_tokens=session.output_tokens or sum(u.output_tokens for u in session.usage),
+        cost_usd=session.cost_usd if session.cost_usd is not None else (round(sum(costs), 6) if costs else None),
+        duration_s=_duration(session, messages),
+        message_count=len(messages),
+        user_turns=sum(1 for m in messages if m.role == "user" and m.content.strip()),
+        generations=len({c.generation for c in chunks}) if chunks else 1,
+        language=language,
+    )

@@ -1,0 +1,166 @@
+"""How a session ended: ``resolved``, ``unresolved``, ``failed`` or ``unknown``, from the transcript.
+
+Both summarisers use this: the extractive one directly, the LLM one as the grounded end state it
+never lets the model override (``pipeline/summarize/mapreduce.py``). The rule is **never claim success when
+unsure**: a note that says "resolved" is what a later reader, or agent, trusts instead of checking
+the work again, so a false success costs far more than an honest "unknown", which only invites a
+look. When the signals disagree the answer is "unknown" or "unresolved", never "resolved" (the
+evals gate ``false_success`` at zero).
+
+The judgement is about the *last turn*: the last ask, or a later ack that hands the turn back
+("continue", "yes", see ``pipeline/facts/turns.py``), and the messages after it up to a closing ack
+("thanks, that's all"). In order, first match wins:
+
+* **unknown**: the user never asked anything.
+* **unresolved**: the user rolled the work back (``/undo``, ``/rewind``, ``/revert``).
+* **failed**: a tool failed after the last successful tool call and the final reply does not
+  claim the work done.
+* **unresolved**: no assistant reply, or (unless the user closed) the agent stopped mid-work: the
+  transcript ends on a tool call or result (unless the last reply already reported the work done),
+  inside a code block, on a colon, or on an announcement of the next step ("let me …", "让我…").
+* **failed / unresolved**: the final reply says it could not do it ("couldn't", "still failing",
+  "无法", "não consegui"): failed if a tool failure is still unfixed, unresolved otherwise.
+* **unresolved**: the last ask is a complaint ("still broken", "还是不行") and the final reply
+  does not claim a fix.
+* **resolved**: the final reply claims completion ("done", "tests pass", "已修复", "concluído")
+  with no failure wording; but **unknown** if a tool failure is still unfixed, since the claim
+  and the evidence disagree.
+* **unresolved**: the final reply ends on a question to the user, who never answered or closed.
+* **resolved**: the user closed the work, or the last turn was a question or a request for
+  information (not a request for work, not a problem report such as "why does the build fail?",
+  which only a fix answers) and the agent answered it without changing a file or announcing
+  further work.
+* **unknown**: anything else.
+
+The completion and failure wording (``_DONE``, ``_FAILED``, ``_claims_done``) and the tool signal
+(``_tool_signal``) are also what the extractive summariser's phase outcomes use, so a phase and
+the session it belongs to are judged with one vocabulary. Replies follow the user's language, so
+the tables cover English and Chinese, plus the commonest pt/es/fr/de phrasings.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from pipeline.facts.derive import file_touches, result_failed
+from pipeline.facts.turns import _ack_role, _kind, _live, _prose, _replies, _sentences, _until_closer
+from pipeline.models import EndState, Facts, Message, Session
+
+_DONE = re.compile(
+    r"\b(?:done|fixed|resolved|completed?|implemented|added|created|updated|committed|pushed|merged|"
+    r"(?:all )?(?:\d+ )?tests? (?:now )?pass(?:es|ed|ing)?|works now|now works|finished)\b"
+    r"|已完成|完成了|已修复|修复了|搞定|已提交|已创建|已添加|已更新|测试通过|全部通过"
+    r"|(?:我|我们)(?:已经|已)[^。！？\n]{0,40}?(?:修改|替换|更新|添加|删除|移除|改|实现|完成|修复|创建|调整|重构)"
+    # pt/es/fr/de: the session's own language, since replies follow the user
+    r"|\b(?:conclu[íi]d[oa]s?|resolvid[oa]s?|corrigid[oa]s?|com sucesso|resuelt[oa]s?|corregid[oa]s?|con éxito"
+    r"|terminé|corrigée?s?|résolue?s?|erledigt|behoben|gelöst)\b", re.I)
+_FAILED = re.compile(
+    r"\b(?:still (?:fail\w*|broken|errors?|crash\w*)|couldn'?t|could not|can'?t|cannot|unable to|failed to|"
+    r"not able to|doesn'?t work|blocked)\b|无法|失败|仍然报错|还是报错|没能"
+    r"|\b(?:não (?:consegui|foi possível)|falhou|no (?:pude|fue posible)|falló|n'ai pas pu|échoué|konnte nicht"
+    r"|fehlgeschlagen)\b", re.I)
+_USER_UNHAPPY = re.compile(
+    r"\b(?:still (?:broken|failing|fails|not|doesn'?t|the same)|doesn'?t work|not working|didn'?t work|same error|"
+    r"try again|wrong|no (?:change|effect)|nothing changed)\b|还是不行|不行|没用|报错|还是错|还是这样|没有(?:改变|变化|效果|生效)"
+    r"|没效果|没生效", re.I)
+# The agent announces work it then never does: the export stopped mid-turn.
+_NEXT_STEP = re.compile(
+    r"^(?:(?:alright|all right|ok(?:ay)?|now|next|so|then|first)[,\s]+)*(?:let me(?! know)|let[’']s|i[’']m going to|"
+    r"i am going to|(?:i|we)(?:[’']ll| will) (?:now|next|start|begin|proceed|go ahead|run|check|look|update|fix|add|"
+    r"create|write|read|apply|edit|modify|implement|commit|push|test|try|investigate|search|open|install|remove|"
+    r"delete|continue))\b|^(?:现在|接下来|下面|然后|首先)?[，,]?(?:让我|我来|我将|我们来|让我们)", re.I)
+# A request for an answer rather than for work: its deliverable is the reply itself.
+_INFO_ASK = re.compile(
+    r"\b(?:explain|summari[sz]e|describe|tell me|show me|list|output|print|direct me|point me|what|why|how|which"
+    r"|where|when|who)\b|解释|說明|说明|总结|總結|介绍|介紹|分析|输出|輸出|列出|告诉我|告訴我|是什么|是什麼|为什么|為什麼"
+    r"|怎么|怎麼|如何|吗|嗎|是否|有没有|呢[？?]?$|[?？]\s*$", re.I)
+# Work asked for politely as a question ("can you add tests?", "高度可以调整小一些吗").
+_WORK_REQUEST = re.compile(r"\b(?:can|could|would|will) you\b(?!\s+(?:explain|tell|show|describe|summari[sz]e|list))"
+                           r"|^please\b|请你|请帮|帮我|帮忙|麻烦|可以|能否|能不能|可不可以|要不要", re.I)
+# A problem report phrased as a question ("why does the build fail?") is answered only by a fix.
+_PROBLEM = re.compile(
+    r"\b(?:fail\w*|error\w*|broken|crash\w*|bug|exception|issues?|problems?|not working|doesn'?t work|won'?t)\b"
+    r"|失败|报错|错误|异常|不行|无法|没有生效|不工作|崩溃", re.I)
+_UNDO = re.compile(r"^/(?:undo|rewind|revert)\b", re.I)
+
+
+# --------------------------------------------------------------------------- signals
+
+
+def _tool_signal(messages: Sequence[Message]) -> tuple[bool, bool]:
+    """(any tool ran, the last failure comes after the last success)."""
+    last_ok = last_err = -1
+    for i, m in enumerate(messages):
+        if m.role == "tool":
+            if result_failed(m):
+                last_err = i
+            else:
+                last_ok = i
+    return last_ok >= 0 or last_err >= 0, last_err > last_ok
+
+
+def _claims_done(text: str) -> bool:
+    return bool(_DONE.search(text)) and not _FAILED.search(text)
+
+
+def _cut_off(tail: Sequence[Message], final: str) -> bool:
+    """The agent stopped mid-work: the tail ends on a tool call or result (unless the last reply had
+    already reported the work done), inside a code block, or on an announcement of the next step
+    ("Let me check the logs:", "让我修改 `a.py`：")."""
+    last = next((m for m in reversed(tail) if m.role != "system"), None)
+    if last is None or last.role == "tool" or (last.role == "assistant" and last.tool_calls):
+        return last is not None and not _claims_done(final)
+    text = last.content.strip()
+    if sum(1 for ln in text.splitlines() if ln.lstrip().startswith("```")) % 2:
+        return True  # the export ends inside a fence
+    sentences = _sentences(_prose(text))
+    return text.endswith((":", "：")) or bool(sentences and _NEXT_STEP.search(sentences[-1]))
+
+
+def _answered(ask: str, tail: Sequence[Message]) -> bool:
+    """A question or a request for information (not a problem report, not a request for work),
+    answered without the agent setting out to change anything."""
+    prose = " ".join(_prose(ask).split())
+    if not (prose and _INFO_ASK.search(prose)) or _WORK_REQUEST.search(prose) or _PROBLEM.search(prose):
+        return False
+    if any(t.action != "read" for t in file_touches(tail)):
+        return False
+    return not any(_NEXT_STEP.search(x) for m in _replies(tail) for x in _sentences(_prose(m.content)))
+
+
+# --------------------------------------------------------------------------- the end state
+
+
+def infer_end_state(session: Session, facts: Facts | None = None) -> EndState:
+    """How the session ended: failed / unresolved / resolved, or unknown when the signals are unclear."""
+    msgs = _live(session.messages)
+    last_turn = last_ask = None
+    for i, m in enumerate(msgs):  # the last ask, or an ack that hands the turn back ("continue", "yes")
+        kind = _kind(m)
+        if kind == "ask":
+            last_turn = last_ask = i
+        elif kind == "ack" and _ack_role(msgs, i) == "go":
+            last_turn = i
+    if last_turn is None:
+        return "unknown"
+    ask = msgs[last_ask].content if last_ask is not None else ""
+    if any(m.role == "user" and _UNDO.match(m.content.strip()) for m in msgs[last_turn + 1:]):
+        return "unresolved"  # the user rolled the work back
+    tail, closed = _until_closer(msgs[last_turn + 1:])
+    replies = _replies(tail)
+    final = replies[-1].content if replies else ""
+    _ran, unfixed = _tool_signal(tail)
+    if unfixed and not _claims_done(final):
+        return "failed"
+    if not replies or (not closed and _cut_off(tail, final)):
+        return "unresolved"
+    if _FAILED.search(final):
+        return "failed" if unfixed else "unresolved"
+    if _USER_UNHAPPY.search(ask) and not _claims_done(final):
+        return "unresolved"
+    if _claims_done(final):
+        return "unknown" if unfixed else "resolved"
+    if final.rstrip().endswith(("?", "？")) and not closed:
+        return "unresolved"
+    return "resolved" if closed or (last_turn == last_ask and _answered(ask, tail)) else "unknown"

@@ -1,0 +1,131 @@
+"""What kind of turn a message is: an ask, an acknowledgement, or nothing the user typed.
+
+Shared by the extractive summariser (``pipeline/summarize/extractive.py``) and the end-state inference
+(``pipeline/facts/endstate.py``), so both read a transcript the same way. It imports neither, so the
+chain stays one-way: extractive → endstate → turns.
+
+* A user message is an *ask* unless it is a carrier, harness scaffolding, a slash command, a
+  pure paste (logs/tracebacks/code with no prose line), or a short acknowledgement.
+* Acks come in two kinds: "thanks, that's all"/"looks good" *close* the work; "continue"/"yes"/"继续"
+  hand the turn back to the agent (*go*), so what follows them is still the answer to a request. A
+  bare "ok"/"好的" is *go* after an assistant question and *close* otherwise.
+* Whatever comes after a closer ("👍") says nothing about the work, so outcomes are judged on the
+  messages before it (``_until_closer``).
+
+Every message is classified a few times per summary, so ``_kind`` is kept cheap (one compiled
+pattern for acks, a prose scan that stops at the first prose line, a small cache on the text) and
+no helper rescans the messages before an index (no quadratic loops): a 500-session run spent ~11 s
+here before.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+
+from pipeline.models import Message
+
+_HARNESS = (
+    "Review the conversation above", "Continue from the compressed conversation context above",
+    "[CONTEXT COMPACTION", "[CONTEXT SUMMARY]", "[PRIOR CONTEXT", "[Note: Some earlier conversation",
+    "<command-name>", "<command-message>", "<local-command", "<system-reminder>", "<environment_context>",
+    "<user_instructions>", "<task-notification>", "<bash-input>", "<bash-stdout>", "# AGENTS.md instructions",
+    "Caveat: The messages below", "This session is being continued from a previous conversation",
+)
+_SLASH = re.compile(r"^/[A-Za-z][\w-]*(?:\s|$)")  # "/model gpt-5", but not "/home/ana/x.py is broken"
+_FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
+_LOGLINE = re.compile(
+    r"^(?:\s{4,}|\t|\s*(?:Traceback|File \"|at [\w.$<]|E\s{2,}|\[?\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d|\$ |>>> |\|"
+    r"|(?:INFO|WARN|WARNING|ERROR|DEBUG|TRACE|FAILED|PASSED)\b|[\w.]*(?:Error|Exception)\b|[-=_*#~]{4,}))"
+)
+_CLOSERS = ("no thanks", "thank you", "thanks", "thx", "that's all", "thats all", "that is all", "bye",
+            "谢谢", "多谢", "不用了", "就这样", "辛苦了")
+_CONTINUE = ("continue", "proceed", "go on", "keep going", "go ahead", "do it", "please do", "next one", "next",
+             "继续", "下一个")
+_YES = ("yes", "yep", "yeah", "sure", "是的")
+_PLEASED = ("looks good", "lgtm", "perfect", "great", "nice", "cool", "awesome", "all good", "good", "done",
+            "it worked", "that worked", "worked", "it works", "works now", "working now", "that did it",
+            "完美", "没问题", "很好", "太好了", "可以了", "成功了", "解决了")
+# Whether these approve or accept depends on what the agent said last (see _ack_role).
+_OK = ("for now", "okay", "ok", "no", "好的", "可以", "好", "行", "嗯")
+_ACKS = _CONTINUE + _YES + _PLEASED + _OK
+_ACK_WORDS = re.compile("|".join(re.escape(w) for w in sorted(_CLOSERS + _ACKS, key=len, reverse=True)))
+
+
+def _live(messages: Sequence[Message]) -> list[Message]:
+    return [m for m in messages if not m.is_carrier and not m.content.lstrip().startswith(_HARNESS)]
+
+
+def _prose(text: str) -> str:
+    """The typed part of a message: fences, log/trace/code lines and blank lines dropped."""
+    lines = [ln.strip() for ln in _FENCE.sub("\n", text).splitlines()]
+    return "\n".join(ln for ln in lines if ln and not _LOGLINE.match(ln) and re.search(r"[^\W\d_]", ln))
+
+
+def _has_prose(text: str) -> bool:
+    """``bool(_prose(text))`` without building it: stops at the first prose line."""
+    return any(ln and not _LOGLINE.match(ln) and re.search(r"[^\W\d_]", ln)
+               for ln in (raw.strip() for raw in _FENCE.sub("\n", text).splitlines()))
+
+
+def _is_ack(text: str) -> bool:
+    return len(text) <= 60 and not re.sub(r"[\W_]+", "", _ACK_WORDS.sub(" ", text.lower()))
+
+
+def _kind(msg: Message) -> str | None:
+    """'ask', 'ack' (acknowledgement/approval) or None (not something the user typed as a turn)."""
+    if msg.role != "user" or msg.is_carrier:
+        return None
+    return _text_kind(msg.content.strip())
+
+
+@lru_cache(maxsize=512)
+def _text_kind(text: str) -> str | None:
+    # Cached: the same user text is classified by every helper; small, since turns repeat within a session.
+    if not text or text.startswith(_HARNESS) or _SLASH.match(text):
+        return None
+    if _is_ack(text):
+        return "ack"
+    return "ask" if _has_prose(text) else None
+
+
+def _sentences(text: str) -> list[str]:
+    parts = re.split(r"(?<=[.!?])\s+|(?<=[。！？；])|\n+", _FENCE.sub("\n", text))
+    return [p.strip().lstrip("-*• ").strip() for p in parts if p and p.strip().lstrip("-*• ").strip()]
+
+
+def _replies(messages: Sequence[Message]) -> list[Message]:
+    return [m for m in messages if m.role == "assistant" and m.content.strip()]
+
+
+def _has(text: str, phrases: Sequence[str]) -> bool:
+    return any(re.search(rf"(?<![^\W\d_]){re.escape(p)}(?![^\W\d_])" if p.isascii() else re.escape(p), text)
+               for p in phrases)
+
+
+def _ack_role(msgs: Sequence[Message], i: int) -> str:
+    """'go' (hands the turn back: "continue", "yes", "ok" after a question) or 'close' ("thanks", "lgtm")."""
+    text = msgs[i].content.strip().lower()
+    if _has(text, _CONTINUE):
+        return "go"
+    if _has(text, _CLOSERS) or text.startswith(("no", "不")):
+        return "close"
+    if _has(text, _YES):
+        return "go"
+    if _has(text, _PLEASED):
+        return "close"
+    prev = next((msgs[j] for j in range(i - 1, -1, -1) if msgs[j].role == "assistant" and msgs[j].content.strip()),
+                None)
+    return "go" if prev is not None and prev.content.rstrip().endswith(("?", "？")) else "close"
+
+
+def _until_closer(msgs: Sequence[Message]) -> tuple[list[Message], bool]:
+    """Messages before the first closing ack ("thanks, that's all"); whether there was one.
+
+    The reply to a closer ("👍") says nothing about the work, so outcomes are judged before it.
+    """
+    for i, m in enumerate(msgs):
+        if _kind(m) == "ack" and _ack_role(msgs, i) == "close":
+            return list(msgs[:i]), True
+    return list(msgs), False

@@ -1,0 +1,249 @@
+"""SpecStory Markdown exports (``.specstory/history/*.md``), all four generations.
+
+There are no machine-readable tool calls, so they are recognised from the markup each
+generation uses (see FORMATS.md §1): v2 ``<tool-use data-tool-name=…>`` blocks, v1.5
+``Tool use: **name**`` lines, v1 ``Read file:`` lines and ``<details><summary>Edit file: …``
+blocks, terminal runs as a command fence plus an output fence. v0 exports carry no tool calls
+at all; their assistant prose is kept and nothing is invented. Every recognised call becomes
+an assistant row with one ``ToolCall`` (key argument parsed from the summary: ``path``,
+``command``, ``query``) and a ``tool`` row holding the block body. Lines inside code fences
+are never taken as markup, so a pasted transcript cannot split a turn.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pipeline.models import Session, ToolCall
+from pipeline.read._common import Draft, build_messages, parse_ts, read_text, stable_id, time_bounds
+
+ORIGIN = "specstory-md"
+
+_TURN = re.compile(r"^_\*\*(User|Assistant|Agent)(?:\s*\((.*)\))?\*\*_\s*$")
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+_SESSION = re.compile(r"<!--\s*(.+?)\s+Session\s+([0-9a-fA-F-]{8,})\s*(?:\((.*?)\))?\s*-->")
+_TITLE = re.compile(r"^#{1,2} (?!SpecStory\s*$)(.+?)(?:\s+\(([^()]*\d{4}[^()]*)\))?\s*$")
+_THINK = re.compile(r"<think>.*?</think>", re.S)
+_TOOL_USE = re.compile(r"<tool-use\b([^>]*)>(.*?)</tool-use>", re.S)
+_ATTR = re.compile(r'data-tool-(\w+)="([^"]*)"')
+_SUMMARY = re.compile(r"<summary>(.*?)</summary>", re.S)
+_V15 = re.compile(r"^Tool use: \*\*([\w.-]+)\*\*")
+_PATCH_PATH = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$", re.M)
+_INPUT_BULLET = re.compile(r"^- (\w+): `?(.*?)`?\s*$", re.M)
+_SHELL_FENCE = re.compile(r"^```(?:bash|sh|shell|powershell|pwsh|cmd|zsh)\s*$")
+# (summary prefix, tool name for v1, argument key)
+_SUMMARY_ARGS = (
+    ("Edit file:", "edit_file", "path"), ("Read file:", "read_file", "path"), ("Run command:", "run_terminal_cmd", "command"),
+    ("Apply patch for", "apply_patch", "path"), ("Listed directory", "list_dir", "path"),
+    ("Listed current directory", "list_dir", "path"), ("Searched files", "file_search", "query"),
+    ("Searched codebase", "codebase_search", "query"), ("Grep search for", "grep_search", "query"),
+    ("Grep for", "grep", "query"), ("Searched web", "web_search", "query"), ("Search files", "file_search", "query"),
+)
+
+
+def _split_turns(text: str) -> tuple[list[str], list[tuple[str, str, list[str]]]]:
+    """Header lines and ``(speaker, header_arg, lines)`` blocks; fence-aware."""
+    header: list[str] = []
+    blocks: list[tuple[str, str, list[str]]] = []
+    fence: str | None = None
+    prev = ""
+    for line in text.split("\n"):
+        m = _FENCE.match(line)
+        t = _TURN.match(line)
+        # A marker right after a "---" separator is a real turn even inside an open fence: exports
+        # cut assistant output mid-code-block and never close the fence.
+        if t and (fence is None or prev == "---"):
+            blocks.append((t.group(1), (t.group(2) or "").strip(), []))
+            fence, prev = None, line.strip()
+            continue
+        if m:
+            mark = m.group(1)
+            if fence is None:
+                fence = mark
+            elif line.strip().startswith(fence[0] * len(fence)) and not line.strip().strip(fence[0]):
+                fence = None
+        if line.strip():
+            prev = line.strip()
+        (blocks[-1][2] if blocks else header).append(line)
+    return header, blocks
+
+
+def _segments(lines: list[str]) -> list[str]:
+    """Split a block on ``---`` separator lines outside code fences and ``<tool-use>`` blocks."""
+    out: list[list[str]] = [[]]
+    fence: str | None = None
+    depth = 0
+    for line in lines:
+        m = _FENCE.match(line)
+        if m:
+            fence = m.group(1) if fence is None else (None if line.strip().startswith(fence) and not line.strip().strip(fence[0]) else fence)
+        if fence is None:
+            depth += line.count("<tool-use") - line.count("</tool-use>")
+        if fence is None and depth <= 0 and line.strip() == "---":
+            out.append([])
+        else:
+            out[-1].append(line)
+    return ["\n".join(seg).strip() for seg in out if "\n".join(seg).strip()]
+
+
+def _args_from_summary(summary: str) -> tuple[str | None, dict[str, Any]]:
+    args: dict[str, Any] = {"summary": summary} if summary else {}
+    for prefix, v1name, key in _SUMMARY_ARGS:
+        if summary.startswith(prefix):
+            value = summary[len(prefix):].split(" • ")[0].strip().strip('"')
+            value = "" if value.startswith(",") else value  # "Listed directory , 0 results"
+            if value and value != "undefined":
+                args[key] = value
+            return v1name, args
+    return None, args
+
+
+def _tool_from_inner(name: str, inner: str) -> tuple[dict[str, Any], str]:
+    """Arguments and body text of one tool block (``inner`` = markup inside the tool wrapper)."""
+    sm = _SUMMARY.search(inner)
+    summary = html.unescape(sm.group(1)).strip() if sm else ""
+    summary = re.sub(r"^Tool use: \*\*[\w.-]+\*\*\s*(?:•\s*)?", "", summary).strip()
+    _, args = _args_from_summary(summary)
+    body = _SUMMARY.sub("", inner)
+    body = html.unescape(re.sub(r"</?details>", "", body)).strip()
+    paths = _PATCH_PATH.findall(body)
+    if paths:
+        args.setdefault("path", paths[0].strip())
+        if len(paths) > 1:
+            args["paths"] = [p.strip() for p in paths]
+    if "**Input:**" in body:  # Copilot: "- key: `value`" bullets are the real arguments
+        for key, value in _INPUT_BULLET.findall(body.split("**Input:**", 1)[1]):
+            args.setdefault(key, value)
+            if key in ("filePath", "file_path", "path") and value:
+                args.setdefault("path", value)
+    return args, body
+
+
+def _classify(segment: str) -> list[tuple[str, dict[str, Any], str] | str]:
+    """A segment as a list of tool calls ``(name, args, body)`` and prose strings, in order."""
+    if "<tool-use" in segment:
+        parts: list[tuple[str, dict[str, Any], str] | str] = []
+        pos = 0
+        for m in _TOOL_USE.finditer(segment):
+            if segment[pos:m.start()].strip():
+                parts.append(segment[pos:m.start()].strip())
+            attrs = dict(_ATTR.findall(m.group(1)))
+            name = attrs.get("name") or "unknown"
+            args, body = _tool_from_inner(name, m.group(2))
+            parts.append((name, args, body))
+            pos = m.end()
+        if segment[pos:].strip():
+            parts.append(segment[pos:].strip())
+        return parts
+    first, _, rest = segment.partition("\n")
+    first = first.strip()
+    if m := _V15.match(first):
+        name = m.group(1)
+        args, body = _tool_from_inner(name, rest)
+        if not args.get("path") and (rf := re.search(r"^Read file: (.+)$", rest, re.M)):
+            args["path"] = rf.group(1).strip()
+        return [(name, args, body)]
+    if first.startswith("Read file:"):
+        _, args = _args_from_summary(first)
+        return [("read_file", args, rest.strip())]
+    if first == "Cancelled":
+        return []
+    if first.startswith("<details") and (sm := _SUMMARY.search(segment)):
+        name, _ = _args_from_summary(html.unescape(sm.group(1)).strip())
+        args, body = _tool_from_inner(name or "details", segment)
+        return [(name or "details", args, body)]
+    if _SHELL_FENCE.match(first) and _is_only_fences(segment):
+        command = segment.split("\n```", 1)[0].partition("\n")[2].strip()
+        return [("run_terminal_cmd", {"command": command}, segment)]
+    return [segment]
+
+
+def _is_only_fences(segment: str) -> bool:
+    outside, fence = [], None
+    for line in segment.split("\n"):
+        m = _FENCE.match(line)
+        if m:
+            fence = None if fence else m.group(1)
+        elif fence is None and line.strip():
+            outside.append(line)
+    return not outside
+
+
+def read(path: Path) -> Iterator[Session]:
+    text = read_text(path)
+    header, blocks = _split_turns(text)
+    head = "\n".join(header)
+    sm = _SESSION.search(head)
+    title, title_ts = None, None
+    for line in header:
+        if tm := _TITLE.match(line):
+            title, title_ts = tm.group(1).strip(), parse_ts(tm.group(2)) if tm.group(2) else None
+            break
+    start = title_ts or (parse_ts(sm.group(3)) if sm and sm.group(3) else None)
+    if title and parse_ts(title) is not None and re.fullmatch(r"[\d\-/: TZ]+", title):
+        start, title = start or parse_ts(title), None  # v2 uses the timestamp as the title
+    sid = sm.group(2) if sm else stable_id("specstory", title, start, path.name if not title else "")
+    problems: list[str] = []
+    drafts: list[Draft] = []
+    models: Counter[str] = Counter()
+    serial = 0
+    for speaker, arg, lines in blocks:
+        ts = parse_ts(arg) if arg[:1].isdigit() else None
+        if speaker == "User":
+            body = "\n".join(lines).strip().strip("-").strip()
+            if body:
+                drafts.append(Draft(role="user", content=body, timestamp=ts))
+            continue
+        if arg and not arg[:1].isdigit() and arg != "default":
+            models[re.sub(r"^model\s+", "", arg.split(",")[0]).strip()] += 1
+        cur: Draft | None = None
+        last_tool: tuple[str, dict[str, Any], str] | None = None
+        for seg in _segments(lines):
+            reasoning = "\n".join(t[len("<think>"):-len("</think>")] for t in _THINK.findall(seg))
+            seg = _THINK.sub("", seg).strip()
+            for part in _classify(seg) if seg else []:
+                if isinstance(part, str):
+                    if cur is None or cur.tool_calls:
+                        cur = Draft(role="assistant", timestamp=ts)
+                        drafts.append(cur)
+                    cur.content = f"{cur.content}\n\n{part}".strip()
+                    continue
+                name, args, body = part
+                # Cursor v2 writes an empty twin block after many tool uses; it is not a second call.
+                if not body and set(args) <= {"summary"} and not args.get("summary") and last_tool and last_tool[0] == name:
+                    continue
+                last_tool = part
+                serial += 1
+                call = ToolCall(id=f"{sid}-t{serial}", name=name, arguments=args)
+                if cur is None or cur.tool_calls:
+                    cur = Draft(role="assistant", timestamp=ts)
+                    drafts.append(cur)
+                cur.tool_calls.append(call)
+                drafts.append(Draft(role="tool", content=body, tool_call_id=call.id, tool_name=name, timestamp=ts))
+            if reasoning and cur is not None:
+                cur.reasoning = f"{cur.reasoning or ''}\n\n{reasoning}".strip()
+    if not blocks:
+        problems.append("no _**User**_ / _**Agent**_ turn markers found")
+    if drafts and drafts[0].timestamp is None:
+        drafts[0].timestamp = start
+    messages = build_messages(drafts, mark_compacted=False)
+    started, ended = time_bounds(messages)
+    return_model = models.most_common(1)[0][0] if models else None
+    yield Session(
+        id=sid,
+        source="specstory",
+        origin=ORIGIN,
+        title=title,
+        title_source="specstory" if title else None,
+        model=return_model,
+        started_at=started,
+        ended_at=ended,
+        last_active_at=ended,
+        messages=messages,
+        problems=tuple(problems),
+    )

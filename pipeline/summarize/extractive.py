@@ -1,0 +1,404 @@
+"""The extractive summariser: a ``SessionSummary`` built from the transcript alone, no model.
+
+It is the fallback when no model is configured or a model call fails, and its helpers
+(``user_asks``, ``decision_candidates``, ``open_items``) are, with ``infer_end_state``
+(``pipeline/facts/endstate.py``), what the LLM summariser uses to ground and check a model's output. So
+everything here *quotes*: asks, decisions and "done" sentences are the session's own words,
+trimmed, never paraphrased; identifiers in backticks survive untouched. Only connective labels are
+generated (in Chinese for zh sessions); user text is never translated.
+
+Design choices, all deterministic:
+
+* Which user messages are asks and which are acknowledgements ("continue" hands the turn back,
+  "thanks, that's all" closes the work) is decided in ``pipeline/facts/turns.py``, shared with the end
+  state.
+* Phases follow compaction generations; inside one, a new ask that arrives after the previous
+  ask was answered (a completion claim, or any answer to a question) starts a new phase.
+* Phase outcomes weigh tool failures after the last success, whether the last ask got a reply, and
+  completion/failure language in the final reply, with the same wording tables as the session's
+  end state (``pipeline/facts/endstate.py``, whose docstring gives the rules). When the signals
+  disagree the answer is "partial"/"unknown", never "done".
+
+Every helper makes a few linear passes over the messages, never one per earlier message: ``_kind``
+is cheap, but it runs for every message of every summary.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections import Counter
+from collections.abc import Sequence
+from functools import lru_cache
+
+from pipeline.facts.derive import file_touches
+from pipeline.facts.endstate import _DONE, _FAILED, _claims_done, _tool_signal, infer_end_state
+from pipeline.facts.lang import typed_prose
+from pipeline.facts.turns import _has_prose, _kind, _live, _prose, _replies, _sentences, _until_closer
+from pipeline.models import (
+    NOTE_ERRORS_MAX,
+    Chunk,
+    Decision,
+    Facts,
+    Message,
+    Phase,
+    PhaseOutcome,
+    Problem,
+    Session,
+    SessionSummary,
+)
+
+MAX_ASK = 300
+MAX_PHASE_SPLITS = 6
+
+_ACK_PREFIX = re.compile(r"^(?:(?:ok(?:ay)?|nice|great|thanks|thank you|cool|perfect|good|好的|好|谢谢)[\s,.!。，！]+)+",
+                         re.I)
+_QUESTION = re.compile(r"[?？]\s*$|^(?:what|why|how|where|when|which|who|is|are|does|do|can|could|should)\b"
+                       r"|吗[？?]?$|什么|为什么|怎么|如何", re.I)
+_ACTION = re.compile(
+    r"\b(?:I|I've|I have|we|we've)\b[^.]*\b(?:replaced|added|created|updated|fixed|changed|removed|renamed|"
+    r"moved|wrote|implemented|refactored|committed|deleted|installed|configured)\b|我(?:已|已经)?(?:修改|添加|创建|"
+    r"修复|删除|更新|提交|实现|重构)", re.I)
+_TODO_HEAD = re.compile(r"(?:next steps?|todo|to-do|remaining|follow[- ]ups?|open questions?|待办|下一步|后续|遗留)",
+                        re.I)
+_TODO_LINE = re.compile(r"^\s*(?:[-*]\s*\[ \]|TODO\b|FIXME\b|Next step|待办|下一步|还需要|尚未)", re.I)
+
+_DECISION = re.compile(
+    r"\b(?:decided to|decide to|we'?ll use|we will use|let'?s (?:use|go with|stick with|switch)|going with|"
+    r"went with|chose|choose|chosen|picked|opted for|opting for|instead\b|rather than|switch(?:ed|ing)? to|"
+    r"prefer(?:red|s)?\b|(?:don'?t|do not)\b[^.;]*,\s*use\b)"
+    r"|决定|改用|选择|采用|而不是|不用|换成|还是用|不要", re.I)
+_CORRECTION = re.compile(r"^(?:no,\s|actually,?\s)", re.I)
+_REJECTED = (
+    re.compile(r"\binstead of\s+(?:using\s+)?([^,.;:!?()]+)", re.I),
+    re.compile(r"\brather than\s+(?:using\s+)?([^,.;:!?()]+)", re.I),
+    re.compile(r"\b(?:chose|choose|chosen|picked|prefer\w*|going with|went with)\b[^.;]*?\bover\s+([^,.;:!?()]+)",
+               re.I),
+    re.compile(r"\b(?:don'?t|do not) use\s+([^,.;:!?()]+)", re.I),
+    re.compile(r"\bswitch(?:ed|ing)? from\s+([^,.;:!?()]+?)\s+to\b", re.I),
+    re.compile(r"而不是(?:用|使用)?([^，。；,.;！？]+)"),
+    re.compile(r"(?:不用|不要)(?:再)?(?:用|使用)?([^，。；,.;！？]+)"),
+    re.compile(r"把([^，。；,.;！？]+?)(?:换成|改成)"),
+)
+_OPTION_END = re.compile(r"\s+(?:because|since|so|for|as|which|when|if)\b|因为|由于", re.I)
+_RATIONALE = re.compile(r"\b(?:because|since|so that|as it)\b\s*(.+)$|(?:因为|由于)(.+)$", re.I)
+#: A list marker ("1. ", "C. ", "2) ", "3、"), where the next item starts, and Markdown bold and heading
+#: marks: none of them are words of a title, an outcome or a decision.
+_LIST_MARK = re.compile(r"^(?:\d{1,3}|[A-Za-z])(?:[.)]\s+|、)")
+_NEXT_ITEM = re.compile(r"\n|\s(?:\d{1,3}|[A-Za-z])[.)]\s")
+_MARKUP = re.compile(r"\*\*|(?<!\S)#{1,6}(?=\s)")
+
+
+#: Choice words in a sentence that does not make a choice: an offer or a question to the user, a guess,
+#: a table row, or a lead-in to a list ("Karpenter can choose between these based on:"), unless the lead-in itself
+#: says what was adopted ("改用 tooltip："). The LLM gets all candidates as hints and judges them; the
+#: extractive summary, which cannot, drops these.
+_TENTATIVE = re.compile(
+    r"^(?:maybe|perhaps|possibly|alternatively|if\b|or\b|please\b|\|)|\b(?:let me know|would you like|you'?d (?:like|prefer)"
+    r"|tell me if|if you(?:'re| are) not sure|might|may need to|could try|i wonder)\b|^(?:也许|可能|或者|请)", re.I)
+_LEAD_IN = re.compile(r"[:：]\W*$")
+_ADOPTED = re.compile(r"\b(?:decided|went with|switch(?:ed)? to|instead|rather than)\b|决定|改用|采用|换成|而不是", re.I)
+
+
+def _firm(choice: str) -> bool:
+    # Hedges count in the choice itself, not in its reason ("use X, because Y might time out").
+    return not _TENTATIVE.search(_RATIONALE.sub("", choice)) and (
+        not _LEAD_IN.search(choice) or bool(_ADOPTED.search(choice)))
+
+
+def _plain(d: Decision) -> Decision:
+    """Without Markdown bold and heading marks; a sentence split inside **bold** leaves half a pair."""
+    choice = " ".join(_MARKUP.sub("", d.choice).split())
+    return d if choice == d.choice else d.model_copy(update={"choice": choice})
+
+
+_LABELS = {
+    "en": {"files": "Files changed: ", "continued": "Continued work", "none": "(no request recorded)",
+           "pasted": "Pasted output: "},
+    "zh": {"files": "改动文件：", "continued": "继续之前的工作", "none": "（未记录到用户请求）", "pasted": "粘贴的输出："},
+}
+_EXT_LANG = {"py": "python", "ts": "typescript", "tsx": "typescript", "js": "javascript", "jsx": "javascript",
+             "mjs": "javascript", "rs": "rust", "go": "go", "java": "java", "kt": "kotlin", "rb": "ruby",
+             "php": "php", "cs": "csharp", "cpp": "cpp", "cc": "cpp", "hpp": "cpp", "c": "c", "h": "c",
+             "swift": "swift", "sh": "shell", "bash": "shell", "sql": "sql", "html": "html", "css": "css",
+             "vue": "vue", "svelte": "svelte", "dart": "dart", "scala": "scala", "lua": "lua", "ex": "elixir"}
+_CMD_TAGS = ("git", "docker", "pytest", "npm", "pnpm", "yarn", "cargo", "uv", "pip", "make", "kubectl",
+             "terraform", "gh", "poetry", "helm", "ansible")
+_PROJECT_DIRS = ("src", "code", "projects", "repos", "git", "dev", "work", "workspace")
+
+
+# --------------------------------------------------------------------------- asks
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+@lru_cache(maxsize=4096)  # the same asks are trimmed for the goal, each phase, topic splits and open items
+def _trim_ask(text: str, limit: int = MAX_ASK, lang: str | None = None) -> str:
+    if lang is not None and not re.search(r"[^\W\d_]{2,}", typed_prose(text)):
+        return _pasted(text, lang)
+    prose = " ".join(_prose(text).split())
+    if len(prose) <= limit:
+        return prose
+    out = ""
+    for s in _sentences(prose)[:2]:  # one or two sentences, when they fit
+        if len(out) + len(s) + 1 > limit:
+            break
+        out = f"{out} {s}".strip()
+    return out or _clip(prose, limit)
+
+
+# A shell prompt and the command typed after it ("C:\\proj>mvn clean install", "$ npm test"); "cd" is not the ask.
+_PROMPT = re.compile(r"(?:^[$>%] |[\\/\w.~-]>|[\w~/-]\$ )((?!cd\b)[a-z][\w.-]*(?: [^\s\[\]<>|]+){0,6})\s*$")
+_PASTED_ERROR = re.compile(r"\[(?:ERROR|FATAL)\]|\bCaused by:|\b\w*(?:Exception|Error)\b:|\bBUILD FAILURE\b|^error[:\[]", re.I)
+
+
+def _pasted(text: str, lang: str) -> str:
+    """An ask with no word the user typed (a pasted log or terminal output), as a label and excerpts.
+
+    Quoting 300 characters of a Maven log is no summary of what was asked, and in a Chinese
+    session it reads as English; the label is in the session's language, and the excerpts (the
+    command typed at a prompt and the first error line, else the first line) stay verbatim as code.
+    """
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    command = next((m.group(1) for ln in lines if (m := _PROMPT.search(ln))), None)
+    error = next((ln for ln in lines if _PASTED_ERROR.search(ln)), None)
+    picked = [x for x in (command, error) if x] or lines[:1]
+    label = _LABELS.get(lang, _LABELS["en"])["pasted"]
+    # Each piece verbatim in its own code span (a cut goes outside it), so the note quotes, never edits.
+    spans = [f"`{x[:100]}`" + ("…" if len(x) > 100 else "") for x in picked if "`" not in x]
+    return label + " … ".join(spans) if spans else label.rstrip(" :：")
+
+
+def user_asks(messages: Sequence[Message], lang: str | None = None) -> list[str]:
+    """What the user asked, in order: verbatim prose, trimmed to one or two sentences (≤ 300 chars).
+
+    With ``lang``, an ask that is only pasted output becomes a labelled one-line excerpt (``_pasted``).
+    """
+    return [_trim_ask(m.content, lang=lang) for m in _live(messages) if _kind(m) == "ask"]
+
+
+# --------------------------------------------------------------------------- decisions
+
+
+def decision_candidates(messages: Sequence[Message]) -> list[Decision]:
+    """Sentences with explicit choice language (English and Chinese), with rejected options and evidence."""
+    out: dict[str, Decision] = {}
+    for m in _live(messages):
+        if m.role not in ("user", "assistant") or (m.role == "user" and _kind(m) != "ask"):
+            continue
+        if m.role == "assistant" and not _DECISION.search(m.content):
+            continue  # one scan of the reply instead of one per sentence: most replies choose nothing
+        for sentence in _sentences(_prose(m.content) if m.role == "user" else m.content):
+            correction = m.role == "user" and _CORRECTION.match(sentence)
+            if sentence.endswith(("?", "？")) or not (correction or _DECISION.search(sentence)):
+                continue
+            rejected: list[str] = []
+            for pattern in _REJECTED:
+                for hit in pattern.finditer(sentence):
+                    # "instead of X because ..." / "over X for the cache": the option ends at the reason
+                    option = _OPTION_END.split(hit.group(1), maxsplit=1)[0]
+                    option = _clip(option.strip(" `'\"的"), 80)
+                    if option and option not in rejected:
+                        rejected.append(option)
+            why = _RATIONALE.search(sentence)
+            choice = _clip(sentence, 240)
+            out.setdefault(choice, Decision(
+                choice=choice,
+                rationale=_clip((why.group(1) or why.group(2)).strip(), 200) if why else "",
+                rejected=tuple(rejected),
+                evidence=f"msg {m.row_id}" if m.row_id is not None else None,
+            ))
+    return list(out.values())
+
+
+# --------------------------------------------------------------------------- open items
+
+
+def open_items(session: Session) -> list[str]:
+    """Unanswered last ask(s), plus TODO / next-step lines of the final assistant reply."""
+    msgs = _live(session.messages)
+    last_reply = next((i for i in range(len(msgs) - 1, -1, -1)
+                       if msgs[i].role == "assistant" and msgs[i].content.strip()), -1)
+    items = [_trim_ask(m.content) for m in msgs[last_reply + 1:] if _kind(m) == "ask"]
+    if last_reply >= 0:
+        in_list = False
+        for line in msgs[last_reply].content.splitlines():
+            text = line.strip()
+            if not text:
+                in_list = False
+            elif _TODO_HEAD.search(text) and len(text) < 60 and text.rstrip("*#: ：").strip():
+                in_list = text.endswith((":", "：")) or text.startswith("#")
+                if not in_list and _TODO_LINE.match(text):
+                    items.append(_clip(text, 200))
+            elif (in_list and re.match(r"^(?:[-*•]|\d+[.)])\s+", text)) or _TODO_LINE.match(text):
+                items.append(_clip(re.sub(r"^(?:[-*•]\s*(?:\[ \]\s*)?|\d+[.)]\s+)", "", text), 200))
+    return list(dict.fromkeys(items))[:8]
+
+
+# --------------------------------------------------------------------------- phases
+
+
+def _generations(session: Session, chunks: Sequence[Chunk]) -> list[tuple[int, list[Message]]]:
+    if not chunks:
+        return [(0, _live(session.messages))]
+    groups: dict[int, list[Message]] = {}
+    for c in sorted(chunks, key=lambda c: (c.generation, c.part)):
+        groups.setdefault(c.generation, []).extend(_live(c.messages))
+    return list(groups.items())
+
+
+def _split_topics(msgs: list[Message]) -> list[list[Message]]:
+    """Cut before an ask that follows an answered ask (see module docstring)."""
+    segments: list[list[Message]] = [[]]
+    last_ask: int | None = None  # index of the current segment's last ask
+    for m in msgs:
+        is_ask = _kind(m) == "ask"
+        current = segments[-1]
+        if is_ask and last_ask is not None and len(segments) < MAX_PHASE_SPLITS:
+            reply = next((x for x in reversed(current[last_ask + 1:]) if x.role == "assistant" and x.content.strip()),
+                         None)
+            if reply is not None and (_claims_done(reply.content)
+                                      or _QUESTION.search(_trim_ask(current[last_ask].content))):
+                segments.append([])
+        segments[-1].append(m)
+        if is_ask:
+            last_ask = len(segments[-1]) - 1
+    return [s for s in segments if s]
+
+
+def _phase_outcome(msgs: list[Message]) -> PhaseOutcome:
+    asks = [i for i, m in enumerate(msgs) if _kind(m) == "ask"]
+    tail, _closed = _until_closer(msgs[asks[-1] + 1:] if asks else msgs)
+    replies = _replies(tail)
+    final = replies[-1].content if replies else ""
+    ran, unfixed = _tool_signal(tail)
+    if not replies:
+        return ("failed" if unfixed else "partial") if ran else "abandoned"
+    if _FAILED.search(final) or (unfixed and not _claims_done(final)):
+        return "failed"
+    if _claims_done(final):
+        return "partial" if unfixed else "done"
+    if asks and _QUESTION.search(_trim_ask(msgs[asks[-1]].content)):
+        return "done"
+    return "partial" if ran else "unknown"
+
+
+def _title(text: str, limit: int = 80) -> str:
+    text = text.strip()
+    if _LIST_MARK.match(text):
+        # A numbered list: its first item is the title ("1. **Update the model**" must not be titled "1").
+        text = _NEXT_ITEM.split(_LIST_MARK.sub("", text), maxsplit=1)[0]
+    text = _ACK_PREFIX.sub("", " ".join(text.split()))
+    text = " ".join((_MARKUP.sub("", text) or text).split())
+    sentences = _sentences(text) or [text]
+    # A stub before the first full stop ("e.g.", "v2.") is no title on its own.
+    stub = sentences[0].endswith(".") and " " not in sentences[0]
+    first = (" ".join(sentences[:2]) if stub else sentences[0]).rstrip(".。")
+    if len(first) > limit:
+        cut = first[: limit - 1]
+        first = (cut.rsplit(" ", 1)[0] if " " in cut[limit // 2:] else cut) + "…"
+    word = first.split(" ", 1)[0]
+    # Capitalise plain words only ("what's" and "no," are): "parser.py" or "`npm`" at the start stay as typed.
+    plain = word.rstrip(",;:!?").replace("'", "").replace("’", "")
+    return first[:1].upper() + first[1:] if plain.isalpha() and plain.islower() else first
+
+
+def _done_text(msgs: list[Message], cwd: str | None, lang: str) -> str:
+    asks = [i for i, m in enumerate(msgs) if _kind(m) == "ask"]
+    # The last reply that says something: a phase often ends on an empty turn or a tool timeout notice.
+    replies = [r for r in _replies(_until_closer(msgs[asks[-1] + 1:] if asks else msgs)[0]) if _has_prose(r.content)]
+    said: list[str] = []
+    if replies:
+        # A reply's Markdown headings and bold marks would read as escaped noise in the note ("\\## **Done**").
+        sentences = [(s.startswith("#"), " ".join(_MARKUP.sub("", s).split()))
+                     for s in _sentences(replies[-1].content)]
+        said = [s for heading, s in sentences
+                if not heading and len(s) >= 12 and (_ACTION.search(s) or _DONE.search(s))][:2]
+        said = said or [s for heading, s in sentences if not heading and s][:1] or [s for _, s in sentences if s][:1]
+    changed = [t.path for t in file_touches(msgs, cwd) if t.action != "read"]
+    if changed:
+        sep = "、" if lang == "zh" else ", "
+        said.append(_LABELS.get(lang, _LABELS["en"])["files"] + sep.join(changed[:8]))
+    return _clip(" ".join(said), 400)
+
+
+def _phases(session: Session, chunks: Sequence[Chunk], lang: str) -> list[Phase]:
+    labels = _LABELS.get(lang, _LABELS["en"])
+    phases: list[Phase] = []
+    for generation, msgs in _generations(session, chunks):
+        for segment in _split_topics(msgs):
+            asks = list(dict.fromkeys(user_asks(segment, lang)))  # a repeated ask is listed once
+            if not asks and not _replies(segment) and not any(m.tool_calls for m in segment):
+                continue
+            title = _title(asks[0]) if asks else labels["continued"]
+            phases.append(Phase(title=title, asks=tuple(asks[:5]), done=_done_text(segment, session.cwd, lang),
+                                outcome=_phase_outcome(segment), generation=generation))
+    return phases
+
+
+# --------------------------------------------------------------------------- tags, projects, goal
+
+
+def _tag(text: str) -> str | None:
+    tag = re.sub(r"[^a-z0-9_/-]+", "-", text.lower()).strip("-/")
+    return tag if tag and not tag.replace("-", "").replace("_", "").isdigit() else None
+
+
+def _tags(session: Session, facts: Facts) -> list[str]:
+    tags = [session.source]
+    paths = facts.output_files or [f.path for f in facts.files]
+    langs = Counter(_EXT_LANG[ext] for p in paths if (ext := posixpath.splitext(p)[1][1:].lower()) in _EXT_LANG)
+    tags += [name for name, _n in langs.most_common(2)]
+    words = {w for cmd in facts.commands for w in re.findall(r"[\w.-]+", cmd)}
+    tags += [t for t in _CMD_TAGS if t in words]
+    return list(dict.fromkeys(t for raw in tags if (t := _tag(raw))))[:8]
+
+
+def _projects(session: Session, facts: Facts) -> list[str]:
+    out: list[str] = []
+    root = (session.git_repo_root or session.cwd or "").rstrip("/")
+    home = re.match(r"^(?:/home/[^/]+|/Users/[^/]+|/root)$", root)
+    if root and not home and root not in ("~", "/"):
+        out.append(posixpath.basename(root))
+    for f in facts.files:  # absolute paths left after normalising are outside the cwd
+        m = re.match(r"^(?:/home/[^/]+|/Users/[^/]+|~)/(?:" + "|".join(_PROJECT_DIRS) + r")/([^/]+)/", f.path)
+        if m and m.group(1) not in out:
+            out.append(m.group(1))
+    return out
+
+
+def _checkpoint_goal(session: Session, chunks: Sequence[Chunk]) -> str | None:
+    texts = [c.checkpoint for c in chunks if c.checkpoint]
+    texts += [m.carrier_summary or "" for m in session.messages if m.is_carrier]
+    for text in texts:
+        if m := re.search(r"^#+\s*Goal\s*\n+(.+?)(?:\n\s*\n|\n#|\Z)", text or "", re.M | re.S):
+            return _trim_ask(m.group(1))
+    return None
+
+
+def summarise_extractive(
+    session: Session, chunks: Sequence[Chunk], facts: Facts, *, lang: str | None = None
+) -> SessionSummary:
+    """Fill the ``SessionSummary`` structure from the transcript alone."""
+    lang = lang or facts.language
+    asks = user_asks(session.messages, lang)
+    goal = asks[0] if asks else _checkpoint_goal(session, chunks) or session.title
+    goal = goal or _LABELS.get(lang, _LABELS["en"])["none"]
+    return SessionSummary(
+        title=_clip(session.title, 80) if session.title else _title(goal),
+        goal=goal,
+        phases=tuple(_phases(session, chunks, lang)),
+        decisions=tuple([_plain(d) for d in decision_candidates(session.messages) if _firm(d.choice)][:12]),
+        output_files=tuple(facts.output_files),
+        open_items=tuple(open_items(session)),
+        errors=tuple(Problem(error=e) for e in facts.errors[:NOTE_ERRORS_MAX]),
+        end_state=infer_end_state(session, facts),
+        language=lang,
+        tags=tuple(_tags(session, facts)),
+        projects=tuple(_projects(session, facts)),
+        summarizer="extractive",
+        cost_usd=0.0,
+    )

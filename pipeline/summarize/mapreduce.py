@@ -1,0 +1,420 @@
+"""LLM summaries: map each chunk to a ``ChunkSummary``, reduce them to a ``SessionSummary``.
+
+Pipeline per session:
+
+1. **Shape** each (already redacted) chunk into a transcript (``pipeline/summarize/shaping.py``): tool
+   results cut head+tail with a marker, reasoning left out, images as a marker, carriers skipped
+   (their text arrives as the chunk's ``checkpoint``). Session text is fenced as
+   ``<session_data>`` and the prompt says instructions inside it are data.
+2. **Map**: one instructor call per chunk, bounded by ``--jobs``. Candidate decisions found
+   deterministically (``extractive.decision_candidates``) go in, so the model selects and explains
+   instead of inventing. The response schemas and their validators (``pipeline/summarize/schema.py``)
+   reject empty and echo-the-prompt answers; instructor re-asks with the error text.
+3. **Reduce**: one call merges the chunk summaries into goal, title, key decisions, open items,
+   tags and projects.
+4. **Ground**: deterministic ``Facts`` are the authority. A file the model names that appears
+   nowhere in the session is dropped and counted (``hallucinations_dropped``); the end state is
+   ``endstate.infer_end_state``, and no phase may claim "done" when the session ends unresolved.
+5. **Language guard**: the prose the model wrote must be in the session's language (or
+   ``--lang``). Small models answer a Chinese session in English although the prompt says
+   Chinese, and translating the session's words invents claims it never made ("上传/预览" became
+   the path-shaped "upload/preview"); such a session gets the extractive summary, reported.
+
+Validated chunk and reduce outputs are cached (``pipeline/summarize/cache.py``), keyed by the rendered
+prompt, prompt version, model and schema. Any failure falls back to the extractive summary for
+that session and is reported; a budget stop does the same for all remaining sessions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from pipeline.config import Settings
+from pipeline.facts.lang import written_language
+from pipeline.llm.client import BudgetExceeded, LLMClient
+from pipeline.models import (
+    NOTE_ERRORS_MAX,
+    Chunk,
+    Decision,
+    Facts,
+    Message,
+    Phase,
+    Problem,
+    RunReport,
+    Session,
+    SessionSummary,
+)
+from pipeline.redact import redact_chunk, redact_session
+from pipeline.summarize.cache import SummaryCache, cache_key, canonical_json, schema_hash
+from pipeline.summarize.prompts import load_prompt
+from pipeline.summarize.schema import (
+    SCHEMA_VERSION,
+    ChunkSummary,
+    DecisionOut,
+    ErrorFix,
+    FileOut,
+    ReduceSummary,
+)
+from pipeline.summarize.shaping import defence, defence_obj, grounding_text, shape_transcript
+
+CHUNK_MAX_TOKENS = 1024
+REDUCE_MAX_TOKENS = 768
+
+#: Language codes → the name the prompt asks the model to write in.
+LANGUAGES = {
+    "en": "English",
+    "zh": "Chinese (简体中文)",
+    "ja": "Japanese",
+    "ko": "Korean",
+    "de": "German",
+    "fr": "French",
+    "es": "Spanish",
+    "it": "Italian",
+    "pt": "Portuguese",
+    "ru": "Russian",
+    "uk": "Ukrainian",
+    "nl": "Dutch",
+    "pl": "Polish",
+    "tr": "Turkish",
+}
+
+
+# --------------------------------------------------------------------------- extractive helpers (lazy)
+
+
+def _extractive() -> Any | None:
+    try:
+        from pipeline.summarize import extractive
+    except ImportError:
+        return None
+    return extractive
+
+
+def _candidates(messages: Sequence[Message]) -> list[str]:
+    ex = _extractive()
+    if ex is None or not hasattr(ex, "decision_candidates"):
+        return []
+    return [d.choice[:240] for d in ex.decision_candidates(messages)[:8]]
+
+
+def _end_state(session: Session, facts: Facts) -> str:
+    try:
+        from pipeline.facts.endstate import infer_end_state
+    except ImportError:
+        return "unknown"
+    return str(infer_end_state(session, facts))
+
+
+def _fallback(session: Session, chunks: Sequence[Chunk], facts: Facts, lang: str) -> SessionSummary:
+    ex = _extractive()
+    if ex is not None and hasattr(ex, "summarise_extractive"):
+        return ex.summarise_extractive(session, chunks, facts, lang=lang)
+    first = next((m.content for m in session.messages if m.role == "user" and m.content), "")
+    return SessionSummary(
+        title=session.title,
+        goal=first[:200] or (session.title or "(no goal)"),
+        output_files=tuple(facts.output_files),
+        language=lang,
+    )
+
+
+# --------------------------------------------------------------------------- grounding
+
+
+def _norm(path: str) -> str:
+    return path.strip().strip("`'\"").replace("\\", "/").removeprefix("./").rstrip("/").lower()
+
+
+def ground_files(named: Sequence[FileOut], facts: Facts, haystack: str) -> tuple[list[FileOut], list[str]]:
+    """Keep files that Facts know or that the session text mentions; return (kept, dropped paths)."""
+    known = [_norm(f.path) for f in facts.files]
+    kept: list[FileOut] = []
+    dropped: list[str] = []
+    for f in named:
+        p = _norm(f.path)
+        if not p:
+            continue
+        in_facts = any(k == p or k.endswith("/" + p) or p.endswith("/" + k) for k in known)
+        if in_facts or p in haystack:
+            kept.append(f)
+        elif f.path not in dropped:
+            dropped.append(f.path)
+    return kept, dropped
+
+
+_TOKEN = re.compile(r"[^\W_]{3,}|[\u3400-\u9fff]")
+
+
+def _grounded_share(text: str, haystack: str) -> float:
+    """The share of ``text``'s words (3+ letters; each CJK character) found in ``haystack``."""
+    words = _TOKEN.findall(text.lower())
+    return sum(w in haystack for w in words) / len(words) if words else 0.0
+
+
+def ground_errors(named: Sequence[ErrorFix], facts: Facts, haystack: str) -> tuple[list[Problem], int]:
+    """Errors the model reported that the session shows, with their fixes, then the ones ``Facts`` found.
+
+    The model's error must be mostly made of the session's words (≥ 0.6 of them), since an error
+    string is something the session printed, not a paraphrase; a fix is the model's own account and
+    is kept with its error. Returns (problems, how many the model named that were dropped).
+    """
+    out: list[Problem] = []
+    dropped: set[str] = set()  # distinct texts: one invented error named by every chunk counts once
+    for e in named:
+        if _grounded_share(e.error, haystack) >= 0.6:
+            if not any(p.error.lower() == e.error.lower() for p in out):
+                out.append(Problem(error=e.error.strip(), fix=e.fix.strip()))
+        else:
+            dropped.add(e.error.strip().lower())
+    for error in facts.errors:
+        low = error.lower()
+        if not any(p.error.lower() in low or low in p.error.lower() for p in out):
+            out.append(Problem(error=error))
+    return out[:NOTE_ERRORS_MAX], len(dropped)
+
+
+def _output_files(facts: Facts, kept: Sequence[FileOut]) -> list[str]:
+    out = list(facts.output_files)
+    norm = [_norm(p) for p in out]
+    for f in kept:
+        p = _norm(f.path)
+        if f.action == "read" or any(n == p or n.endswith("/" + p) or p.endswith("/" + n) for n in norm):
+            continue
+        out.append(f.path)
+        norm.append(p)
+    return out
+
+
+def _guard_outcome(outcome: str, end_state: str, last: bool) -> str:
+    """A phase can't claim success the deterministic end state contradicts."""
+    if last and outcome == "done" and end_state in ("unresolved", "failed"):
+        return "failed" if end_state == "failed" else "partial"
+    return outcome
+
+
+class WrongLanguage(ValueError):
+    """The model wrote its summary in another language than the one asked for."""
+
+
+def model_prose(summary: SessionSummary) -> str:
+    """The text the model wrote (not the session's own title, which may be in any language)."""
+    parts = [summary.goal]
+    for ph in summary.phases:
+        parts += [ph.title, ph.done, *ph.asks]
+    for d in summary.decisions:
+        parts += [d.choice, d.rationale]
+    parts += list(summary.open_items)
+    parts += [e.fix for e in summary.errors]  # the errors themselves are the session's own text
+    return "\n".join(p for p in parts if p)
+
+
+def check_language(summary: SessionSummary, lang: str) -> None:
+    """Raise ``WrongLanguage`` when the model's prose is clearly in another language than ``lang``."""
+    wanted = lang.split("-")[0].lower()
+    written = written_language([model_prose(summary)])
+    if written is not None and written != wanted:
+        raise WrongLanguage(f"the model wrote {written}, not {wanted}")
+
+
+def _decision(d: DecisionOut) -> Decision:
+    return Decision(choice=d.choice, rationale=d.rationale, rejected=tuple(x for x in d.rejected if x))
+
+
+# --------------------------------------------------------------------------- map / reduce
+
+
+async def _cached_call(
+    client: LLMClient,
+    cache: SummaryCache | None,
+    model: type[BaseModel],
+    stage: str,
+    prompt_key: str,
+    system: str,
+    user: str,
+    max_tokens: int,
+) -> tuple[Any, bool]:
+    key = cache_key(
+        stage=stage,
+        system=system,
+        user=user,
+        prompt=prompt_key,
+        model=client.model,
+        schema=schema_hash(model),
+        schema_version=SCHEMA_VERSION,
+    )
+    if cache is not None and (hit := cache.get(key)) is not None:
+        try:
+            return model.model_validate_json(hit), True
+        except ValueError:
+            pass  # schema drift without a version bump: treat as a miss and overwrite
+    obj = await client.structured(model, system, user, max_tokens=max_tokens)
+    if cache is not None:  # only validated objects reach this line
+        cache.put(key, obj.model_dump_json(), stage=stage, model=client.model, prompt=prompt_key)
+    return obj, False
+
+
+async def asummarise_llm(
+    session: Session,
+    chunks: Sequence[Chunk],
+    facts: Facts,
+    settings: Settings,
+    client: LLMClient,
+    cache: SummaryCache | None,
+    report: RunReport,
+) -> SessionSummary:
+    """Summarise one session with the model; on any failure, the extractive summary (reported)."""
+    lang = settings.lang or facts.language or "en"
+    if client.exhausted or not chunks:
+        if client.exhausted:
+            report.fallbacks += 1
+        return _fallback(session, chunks, facts, lang)
+    cost_before = client.usage.cost_usd
+    try:
+        summary, hits, dropped = await _summarise(session, chunks, facts, settings, client, cache, lang)
+    except BudgetExceeded as e:
+        report.fallbacks += 1
+        if str(e) not in report.notices:
+            report.notices.append(str(e))
+        return _fallback(session, chunks, facts, lang)
+    except WrongLanguage as e:
+        report.fallbacks += 1
+        report.notices.append(f"session {session.id}: {e}; used the extractive summary")
+        return _fallback(session, chunks, facts, lang)
+    except Exception as e:  # any model/transport/validation failure: this session goes extractive
+        report.fallbacks += 1
+        cause = e.__cause__ or e
+        report.notices.append(
+            f"session {session.id}: LLM summary failed ({type(cause).__name__}: "
+            f"{str(cause)[:200]}); used the extractive summary"
+        )
+        return _fallback(session, chunks, facts, lang)
+    finally:
+        client.report_into(report)
+    report.cache_hits += hits
+    report.hallucinations_dropped += dropped
+    return summary.model_copy(update={"cost_usd": round(client.usage.cost_usd - cost_before, 6)})
+
+
+async def _summarise(
+    session: Session,
+    chunks: Sequence[Chunk],
+    facts: Facts,
+    settings: Settings,
+    client: LLMClient,
+    cache: SummaryCache | None,
+    lang: str,
+) -> tuple[SessionSummary, int, int]:
+    language = LANGUAGES.get(lang, lang)
+    chunk_prompt, reduce_prompt = load_prompt("chunk_summary"), load_prompt("reduce")
+    # Idempotent, so safe even when run.py redacted already; the title reaches the reduce prompt.
+    session = redact_session(session)
+    chunks = [redact_chunk(c) for c in chunks]
+    sem = asyncio.Semaphore(max(1, settings.jobs))
+
+    async def one(c: Chunk) -> tuple[ChunkSummary, bool]:
+        label = f"generation {c.generation}" + (f", part {c.part + 1}" if c.part else "")
+        system, user = chunk_prompt.render(
+            transcript=shape_transcript(c, settings.chunk_tokens),
+            checkpoint=defence(c.checkpoint or ""),
+            candidates=_candidates(c.messages),
+            language=language,
+            part_label=label,
+        )
+        async with sem:
+            return await _cached_call(
+                client, cache, ChunkSummary, "chunk", chunk_prompt.key, system, user, CHUNK_MAX_TOKENS
+            )
+
+    results = await asyncio.gather(*(one(c) for c in chunks))
+    parts = [r[0] for r in results]
+    hits = sum(1 for r in results if r[1])
+
+    end_state = _end_state(session, facts)
+    haystack = grounding_text(session, chunks)
+    kept, dropped = ground_files([f for p in parts for f in p.files], facts, haystack)
+    output_files = _output_files(facts, kept)
+    errors, errors_dropped = ground_errors([e for p in parts for e in p.errors], facts, haystack)
+
+    system, user = reduce_prompt.render(
+        parts=[defence_obj(p.model_dump()) for p in parts],
+        title=defence(session.title or ""),
+        language=language,
+        output_files=output_files[:30],
+        end_state=end_state,
+    )
+    reduced, hit = await _cached_call(
+        client, cache, ReduceSummary, "reduce", reduce_prompt.key, system, user, REDUCE_MAX_TOKENS
+    )
+    hits += int(hit)
+
+    phases = tuple(
+        Phase(
+            title=p.phase_title,
+            asks=tuple(p.asked),
+            done=p.done,
+            generation=c.generation,
+            outcome=_guard_outcome(p.outcome, end_state, i == len(parts) - 1),
+        )  # type: ignore[arg-type]
+        for i, (p, c) in enumerate(zip(parts, chunks, strict=True))
+    )
+    decisions = reduced.decisions or [d for p in parts for d in p.decisions]
+    seen: set[str] = set()
+    unique = [d for d in decisions if not (d.choice.lower() in seen or seen.add(d.choice.lower()))]  # type: ignore[func-returns-value]
+    open_items = reduced.open_items or [o for p in parts for o in p.open_items]
+    summary = SessionSummary(
+        title=session.title or reduced.title,
+        goal=reduced.goal,
+        phases=phases,
+        decisions=tuple(_decision(d) for d in unique[:12]),
+        output_files=tuple(output_files),
+        open_items=tuple(dict.fromkeys(open_items)),
+        errors=tuple(errors),
+        end_state=end_state,  # type: ignore[arg-type]
+        language=lang,
+        tags=tuple(dict.fromkeys(t.strip().lower() for t in reduced.tags if t.strip())),
+        projects=tuple(dict.fromkeys(p.strip() for p in reduced.projects if p.strip())),
+        summarizer=client.model,
+    )
+    check_language(summary, lang)
+    return summary, hits, len(dropped) + errors_dropped
+
+
+def summarise_llm(
+    session: Session,
+    chunks: Sequence[Chunk],
+    facts: Facts,
+    settings: Settings,
+    client: LLMClient,
+    cache: SummaryCache | None,
+    report: RunReport,
+) -> SessionSummary:
+    """Synchronous entry point: runs ``asummarise_llm`` on the client's event loop."""
+    return client.run(asummarise_llm(session, chunks, facts, settings, client, cache, report))
+
+
+def make_summariser(
+    settings: Settings, client: LLMClient, cache: SummaryCache | None, report: RunReport
+) -> Callable[[Session, list[Chunk], Facts], SessionSummary]:
+    """A ``run.Summariser``: ``(session, chunks, facts) -> SessionSummary``."""
+
+    def summarise(session: Session, chunks: list[Chunk], facts: Facts) -> SessionSummary:
+        return summarise_llm(session, chunks, facts, settings, client, cache, report)
+
+    return summarise
+
+
+__all__ = [
+    "ChunkSummary",
+    "ReduceSummary",
+    "asummarise_llm",
+    "canonical_json",
+    "ground_files",
+    "make_summariser",
+    "shape_transcript",
+    "summarise_llm",
+]
