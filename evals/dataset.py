@@ -7,13 +7,19 @@ how it ended and its language. Gold is written by reading the transcript, never 
 a summariser's output, so the metrics measure the summariser against the session, not against
 itself.
 
-Paths in gold files are relative to the repository root, so the set works from any checkout.
-Inputs are either existing test fixtures (``fixtures/``) or whole files copied into
-``evals/sessions/`` with their origin in ``evals/sessions/ORIGIN.md``.
+The set has two parts. **dev** is what rules may be tuned on; **test** is blind: its gold was
+written from the transcript before any distill output for it was read, and no rule is tuned on it.
+Gates and the README's figures come from the test part.
+
+Inputs are Hermes databases built by this repository (``fixtures/``, relative to the repository
+root) or third-party transcripts read in place from the shared corpus (``agent-transcripts/...``,
+relative to ``../shared/`` beside the checkout, or ``$DISTILL_SHARED``); those are never copied
+into the repository.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -25,7 +31,13 @@ from pipeline.models import Session
 ROOT = Path(__file__).resolve().parent.parent
 GOLD_DIR = Path(__file__).resolve().parent / "gold"
 
-GoldEndState = Literal["resolved", "unresolved", "failed"]
+GoldEndState = Literal["resolved", "partial", "unresolved", "failed"]
+Split = Literal["dev", "test"]
+
+
+def shared_dir() -> Path:
+    """``../shared/`` beside the checkout (where CI lays it), or ``$DISTILL_SHARED``."""
+    return Path(os.environ.get("DISTILL_SHARED") or ROOT.parent / "shared")
 
 
 class GoldDecision(BaseModel):
@@ -47,13 +59,26 @@ class GoldDecision(BaseModel):
         return v
 
 
+class GoldPhase(BaseModel):
+    """A stretch of work a summary of a long session must cover (a topic, not a turn)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    text: str = Field(description="What was worked on, in one sentence.")
+    keywords: tuple[str, ...] = Field(description="Keyword groups, as for decisions: every group must match.")
+    end_state: GoldEndState | None = Field(None, description="How this phase ended, when the transcript shows it.")
+
+
 class Gold(BaseModel):
     """What a human reader found in one session (``extra="forbid"``: typos in gold fail loudly)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: str
-    input: str = Field(description="Repository-relative path of the transcript file or state.db.")
+    split: Split = Field(description="dev (rules may be tuned on it) or test (blind: never tuned on).")
+    blind: bool = Field(False, description="Gold written from the transcript before any distill output for it was read.")
+    input: str = Field(description="A state.db under fixtures/ (repository-relative), or a transcript in the "
+                       "shared corpus as agent-transcripts/<format>/<file>.")
     format: str | None = Field(None, description="Source format; 'hermes-state' for a state.db.")
     session: str | None = Field(
         None, description="Session id (state.db) or id prefix (a file holding several sessions)."
@@ -71,11 +96,25 @@ class Gold(BaseModel):
     )
     secrets: tuple[str, ...] = Field((), description="Literal secret values present in the transcript.")
     long: bool = Field(False, description="A long multi-generation (compacted) session.")
+    phases: tuple[GoldPhase, ...] = Field((), description="The topics a summary must cover (long sessions).")
+    end_evidence: str = Field("", description="The transcript's words that decide the end state.")
     notes: str = ""
+
+    @field_validator("blind")
+    @classmethod
+    def _test_is_blind(cls, v: bool, info: object) -> bool:
+        data = getattr(info, "data", {})
+        if data.get("split") == "test" and not v:
+            raise ValueError("a test-part gold file must be written blind (blind: true)")
+        return v
+
+    @property
+    def shared(self) -> bool:
+        return self.input.startswith("agent-transcripts/")
 
     @property
     def path(self) -> Path:
-        return ROOT / self.input
+        return shared_dir() / self.input if self.shared else ROOT / self.input
 
 
 def load_gold(directory: Path = GOLD_DIR) -> list[Gold]:

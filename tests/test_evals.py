@@ -302,7 +302,7 @@ def test_local_llm_meets_every_gate(run: EvalRun) -> None:
 
 
 def _gold(**kw: object) -> Gold:
-    base = {"id": "x", "input": "x", "origin": "t", "why": "t", "language": "en", "end_state": "resolved", "goal": "g"}
+    base = {"id": "x", "split": "dev", "input": "x", "origin": "t", "why": "t", "language": "en", "end_state": "resolved", "goal": "g"}
     return Gold.model_validate({**base, **kw})
 
 
