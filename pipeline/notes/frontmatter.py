@@ -1,0 +1,196 @@
+"""Read and edit a note's YAML frontmatter the way a person's vault needs it.
+
+Notes are shared with people and sync tools (Obsidian, git, gbrain), so two rules hold here:
+
+* **Reading is bounded.** A frontmatter block a person or a tool edited may hold anything,
+  including a YAML alias bomb (nine levels of ``&a [*b, *b, ...]`` hang PyYAML's constructor for
+  minutes, five levels re-dump as megabytes). ``load_frontmatter`` refuses a block over
+  ``MAX_BYTES``, more than ``MAX_ALIASES`` aliases or nesting deeper than ``MAX_DEPTH`` with a
+  ``FrontmatterError`` before constructing anything, so one hostile note is reported and skipped.
+* **Editing keeps every other byte.** ``edit_frontmatter`` replaces, adds or removes whole
+  top-level keys and leaves the rest of the file (the user's own keys, their order, comments,
+  quoting, the body) exactly as it was. The result is parsed back and compared with the intended
+  data, so an edit that would change anything else raises instead of writing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import yaml
+
+from pipeline.errors import DistillError
+
+#: Limits for frontmatter a person or a tool may have edited; distill's own notes stay far below.
+MAX_BYTES = 256 * 1024
+MAX_ALIASES = 100
+MAX_DEPTH = 32
+
+_OPEN = re.compile(r"\A---[ \t]*\r?\n")
+_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.M)
+#: A top-level key line: column 0, not a comment, list item, document marker or continuation.
+_KEY_LINE = re.compile(r"""^(?![\s#\-]|\.\.\.|---)('(?:[^']|'')*'|"(?:[^"\\]|\\.)*"|[^:#\s][^:#]*?)[ \t]*:(?=[ \t\r\n]|$)""")
+#: Expanded size (nodes, counting each alias as a copy of what it names) past which a block is refused.
+MAX_NODES = 20_000
+
+
+class FrontmatterError(DistillError):
+    """A note's frontmatter cannot be read safely or edited without touching other bytes."""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that counts aliases and nesting while composing, before any object is built."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._aliases = 0
+        self._depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                raise FrontmatterError(f"more than {MAX_ALIASES} YAML aliases (an alias bomb?)")
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise FrontmatterError(f"YAML nested deeper than {MAX_DEPTH} levels")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
+    """Nodes the value would have if every alias were copied out: what re-dumping it would write."""
+    key = id(node)
+    if key not in memo:
+        memo[key] = 1  # a cycle counts once; the loader builds it as a shared reference
+        if isinstance(node, yaml.SequenceNode):
+            memo[key] += sum(_expanded_size(child, memo) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            memo[key] += sum(_expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value)
+        memo[key] = min(memo[key], MAX_NODES + 1)
+    return memo[key]
+
+
+def split_note(text: str) -> tuple[str, str, str] | None:
+    """``(opening, yaml, rest)`` where ``rest`` starts at the closing ``---``; None without frontmatter."""
+    opened = _OPEN.match(text)
+    if not opened:
+        return None
+    closed = _CLOSE.search(text, opened.end())
+    if not closed:
+        return None
+    return text[: opened.end()], text[opened.end() : closed.start()], text[closed.start() :]
+
+
+def parse_yaml(block: str) -> dict[str, Any]:
+    """The mapping a frontmatter block holds, within the limits; ``{}`` for an empty block."""
+    if len(block.encode("utf-8", "surrogatepass")) > MAX_BYTES:
+        raise FrontmatterError(f"frontmatter larger than {MAX_BYTES // 1024} KiB")
+    loader = _BoundedLoader(block)
+    try:
+        node = loader.get_single_node()
+        if node is not None and _expanded_size(node, {}) > MAX_NODES:
+            raise FrontmatterError(f"frontmatter expands to more than {MAX_NODES} values (an alias bomb?)")
+        data = None if node is None else loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        raise FrontmatterError(f"frontmatter is not valid YAML ({exc.__class__.__name__})") from exc
+    except RecursionError as exc:
+        raise FrontmatterError("frontmatter nests too deeply") from exc
+    finally:
+        loader.dispose()
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise FrontmatterError("frontmatter is not a mapping of keys to values")
+    return data
+
+
+def load_frontmatter(text: str) -> tuple[dict[str, Any], str]:
+    """(metadata, body) of a note's text, read within the limits. No frontmatter: ``({}, text)``."""
+    parts = split_note(text)
+    if parts is None:
+        return {}, text
+    _, block, rest = parts
+    body = _CLOSE.sub("", rest, count=1).lstrip("\r\n")
+    return parse_yaml(block), body
+
+
+def dump_value(key: str, value: Any) -> str:
+    """One top-level ``key: value`` entry as distill writes frontmatter (see ``notes.render``)."""
+    from pipeline.notes.render import dump_note
+
+    return dump_note({key: value}, "").split("---\n", 2)[1]
+
+
+def _segments(block: str) -> list[tuple[str | None, str]]:
+    """The block cut into (key, text) runs: each top-level key with its continuation lines.
+
+    Lines before the first key (comments, blanks) form a run with key None.
+    """
+    runs: list[tuple[str | None, str]] = [(None, "")]
+    for line in block.splitlines(keepends=True):
+        found = _KEY_LINE.match(line)
+        if found:
+            raw = found.group(1)
+            key = yaml.safe_load(raw) if raw[:1] in "'\"" else raw.strip()
+            runs.append((str(key), line))
+        else:
+            key, text = runs[-1]
+            runs[-1] = (key, text + line)
+    return runs
+
+
+def edit_frontmatter(text: str, values: Mapping[str, Any] | None = None, remove: Iterable[str] = ()) -> str:
+    """``text`` with top-level keys set to ``values`` (replaced in place, or appended at the end of the
+    block) and keys in ``remove`` dropped; every other byte stays as it was."""
+    values = dict(values or {})
+    remove = [k for k in remove if k not in values]
+    parts = split_note(text)
+    if parts is None:
+        raise FrontmatterError("the note has no frontmatter block to edit")
+    opening, block, rest = parts
+    before = parse_yaml(block)
+    runs = _segments(block)
+    newline = "\r\n" if "\r\n" in block else "\n"
+    out: list[str] = []
+    done: set[str] = set()
+    for key, run in runs:
+        if key is not None and key in remove:
+            continue
+        if key is not None and key in values:
+            if key not in done:  # a duplicated key (YAML keeps the last) is written once
+                out.append(_entry(key, values[key], newline))
+            done.add(key)
+            continue
+        out.append(run)
+    if out and out[-1] and not out[-1].endswith("\n"):
+        out[-1] += newline
+    out.extend(_entry(k, v, newline) for k, v in values.items() if k not in done)
+    new_block = "".join(out)
+    expected = {k: v for k, v in before.items() if k not in remove}
+    expected.update(values)
+    try:
+        got = parse_yaml(new_block)
+    except FrontmatterError:
+        got = None  # e.g. another key aliased the value that was replaced
+    if got is None or _plain(got) != _plain(expected):
+        raise FrontmatterError("editing the frontmatter in place would change other keys; edit it by hand")
+    return opening + new_block + rest
+
+
+def _entry(key: str, value: Any, newline: str) -> str:
+    entry = dump_value(key, value)
+    return entry.replace("\n", newline) if newline != "\n" else entry
+
+
+def _plain(value: Any) -> Any:
+    """Compare YAML data the way it reads: tuples as lists."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
