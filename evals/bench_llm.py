@@ -47,11 +47,12 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from evals.dataset import shared_dir  # noqa: E402
 from evals.stub_llm_server import StubServer  # noqa: E402
 from pipeline.llm import local as localmodel  # noqa: E402
 from pipeline.models import Session  # noqa: E402
 
-SHARED = ROOT.parent / "shared" / "agent-transcripts"
+SHARED = shared_dir() / "agent-transcripts"
 FIXTURE_DB = ROOT / "fixtures" / "db" / "hermes-v31.db"
 REPORT = ROOT / "evals" / "reports" / "bench_llm.md"
 DISTILL = [sys.executable, "-m", "pipeline"]
@@ -68,7 +69,7 @@ TOOL_HEAVY_CALLS = 10
 TOKEN_SESSIONS: list[tuple[str, Path]] = [
     ("claude-code", SHARED / "claude-code-jsonl/payment-kit-fix-coverage-tests-zh.jsonl"),
     ("claude-code", SHARED / "claude-code-jsonl/payment-kit-billing-knowledge-skill-zh.jsonl"),
-    ("claude-code", ROOT / "fixtures/transcripts/claude-code/cloak-squads-grant-setup.jsonl"),
+    ("claude-code", SHARED / "claude-code-jsonl/cloak-squads-grant-setup.jsonl"),
     ("codex", SHARED / "codex-rollout/raze-agno-multimodal-plan-review.jsonl"),
     ("codex", SHARED / "codex-rollout/edgerunner-trading-agent-hackathon.jsonl"),
     ("hermes-dump", SHARED / "hermes-request-dump/hermes-image-gen-ui-research-zh.json"),
@@ -80,19 +81,19 @@ TOKEN_SESSIONS: list[tuple[str, Path]] = [
 HERMES_FIXTURE_SESSION = "20261102_090000_c11a01"
 #: Part 3: two short sessions, one chunk each.
 LOCAL_SESSIONS = [
-    ROOT / "fixtures/transcripts/claude-code/agentic-wallet-grant-skill-short.jsonl",
-    ROOT / "fixtures/transcripts/codex/privacy-x402-init-agents-md.jsonl",
+    SHARED / "claude-code-jsonl/agentic-wallet-grant-skill-short.jsonl",
+    SHARED / "codex-rollout/privacy-x402-init-agents-md.jsonl",
 ]
 #: Part 4: short sessions imported beside the fixture DB's own (≥ 16 selected in all).
 JOBS_TRANSCRIPTS = [
-    ROOT / "fixtures/transcripts/hermes-export/all.jsonl",
-    ROOT / "fixtures/transcripts/claude-code/agentic-wallet-grant-skill-short.jsonl",
-    ROOT / "fixtures/transcripts/claude-code/cloak-squads-grant-setup.jsonl",
-    ROOT / "fixtures/transcripts/codex/fundwise-grant-skill.jsonl",
-    ROOT / "fixtures/transcripts/codex/privacy-x402-init-agents-md.jsonl",
-    ROOT / "fixtures/transcripts/hermes-dump/hermes-image-gen-ui-research-zh.json",
-    ROOT / "fixtures/transcripts/specstory/skillz-combine-design-docs.md",
-    ROOT / "evals/sessions/lifeblog-svg-icons-theme.md",
+    SHARED.parent / "hermes/exports/all.jsonl",
+    SHARED / "claude-code-jsonl/agentic-wallet-grant-skill-short.jsonl",
+    SHARED / "claude-code-jsonl/cloak-squads-grant-setup.jsonl",
+    SHARED / "codex-rollout/fundwise-grant-skill.jsonl",
+    SHARED / "codex-rollout/privacy-x402-init-agents-md.jsonl",
+    SHARED / "hermes-request-dump/hermes-image-gen-ui-research-zh.json",
+    SHARED / "specstory/skillz-combine-design-docs.md",
+    SHARED / "specstory/lifeblog-svg-icons-theme.md",
 ]
 
 

@@ -34,6 +34,14 @@ def hermes_home(_isolated_home: Path) -> Path:
     return _isolated_home
 
 
+@pytest.fixture(scope="session")
+def transcripts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of real transcripts in every format, linked from the shared corpus (tests/corpus.py)."""
+    from tests.corpus import build_tree
+
+    return build_tree(tmp_path_factory.mktemp("transcripts"))
+
+
 # --------------------------------------------------------------------------- replaying LLM cassettes
 # For the modules marked @pytest.mark.vcr (tests/test_summarise_cassettes.py, tests/test_skill_cassettes.py).
 

@@ -245,13 +245,10 @@ def test_quick_exit_after_litellm_keeps_output_and_exit_codes(tmp_path: Path) ->
     assert bad.stderr.strip().splitlines()[-1].startswith("Error:"), bad.stderr
 
 
-TRANSCRIPTS = ROOT / "fixtures" / "transcripts"
-
-
-def test_transcript_files_are_inputs(tmp_path: Path) -> None:
-    files = sorted(p for p in TRANSCRIPTS.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".md", ".json")
+def test_transcript_files_are_inputs(tmp_path: Path, transcripts: Path) -> None:
+    files = sorted(p for p in transcripts.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".md", ".json")
                    and p.name != "README.md")
-    assert files, "fixtures/transcripts is empty"
+    assert files, "the transcript folder is empty"
     out = tmp_path / "out"
     code, stdout, stderr = invoke(*files[:3], "--out", out, "--json")
     assert code == 0, stderr
@@ -261,8 +258,8 @@ def test_transcript_files_are_inputs(tmp_path: Path) -> None:
     assert {frontmatter.load(f)["source"] for f in notes(out)} == {"aider", "claude-code"}
 
 
-def test_import_into_db_then_distill(tmp_path: Path) -> None:
-    src = next(p for p in (TRANSCRIPTS / "codex").rglob("*.jsonl"))
+def test_import_into_db_then_distill(tmp_path: Path, transcripts: Path) -> None:
+    src = next(p for p in sorted((transcripts / "codex").rglob("*.jsonl")))
     db = tmp_path / "imported.db"
     with pytest.raises(SystemExit) as exc:
         main(["import", "--into-db", str(db), str(src)])

@@ -314,9 +314,10 @@ def test_prose_edits_only_for_exports_without_edit_tool_calls() -> None:
 
 def test_real_specstory_exports() -> None:
     from pipeline.read.detect import read_sessions
+    from tests.corpus import corpus_file
 
     def out(rel: str) -> list[str]:
-        return derive_facts(next(read_sessions(FIXTURES / "transcripts" / rel))).output_files
+        return derive_facts(next(read_sessions(corpus_file(rel)))).output_files
 
     assert out("specstory/skillz-combine-design-docs.md") == ["/Users/kevinlin/code/skillz/DESIGN-combined.md"]
     assert "c:\\Users\\agntd\\Documents\\GitHub\\bing-wallpaper\\pom.xml" in out(

@@ -12,8 +12,8 @@ from pipeline.errors import InputError, NotAHermesDatabase
 from pipeline.hermes.importdb import CONTENT_JSON_PREFIX, encode_content, import_sessions
 from pipeline.models import Session
 from pipeline.read.detect import read_sessions
+from tests.corpus import corpus_file
 
-FIX = Path(__file__).resolve().parent.parent / "fixtures" / "transcripts"
 FILES = [
     "claude-code/cloak-squads-grant-setup.jsonl",
     "claude-code/session-logs-auto-worklog-skill-zh.jsonl",  # one compaction
@@ -24,7 +24,7 @@ FILES = [
 
 
 def sessions() -> list[Session]:
-    return [s for f in FILES for s in read_sessions(FIX / f)]
+    return [s for f in FILES for s in read_sessions(corpus_file(f))]
 
 
 def test_import_writes_hermes_rows(tmp_path: Path) -> None:

@@ -20,9 +20,6 @@ from pipeline.models import Message, Session, ToolCall
 from pipeline.skills.evidence import Evidence, evidence_from_session
 from pipeline.summarize.extractive import summarise_extractive
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "transcripts"
-
-
 # --------------------------------------------------------------------------- session builders
 
 
@@ -149,11 +146,11 @@ def to_evidence(session: Session) -> Evidence:
 @cache
 def real_evidence() -> tuple[Evidence, ...]:
     from pipeline.read.detect import read_sessions
+    from tests.corpus import TREE, corpus_file
 
     out: list[Evidence] = []
-    for path in sorted(FIXTURES.rglob("*")):
-        if path.is_file() and path.suffix in (".md", ".jsonl", ".json") and path.name != "README.md":
-            out += [to_evidence(s) for s in read_sessions(path)]
+    for rel in sorted([*TREE, "hermes-export/all.jsonl"]):
+        out += [to_evidence(s) for s in read_sessions(corpus_file(rel))]
     return tuple(out)
 
 

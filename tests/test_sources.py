@@ -1,4 +1,4 @@
-"""Foreign-format readers on real transcripts (fixtures/transcripts/, origins in its README).
+"""Foreign-format readers on real transcripts, read in place from the shared corpus (``tests/corpus.py``).
 
 Expected numbers were hand-checked against the raw files (tool_use / function_call / marker
 counts with jq-style scripts and by reading the files), not copied from reader output.
@@ -16,9 +16,8 @@ import pytest
 from pipeline.errors import InputError
 from pipeline.models import Session
 from pipeline.read.detect import FORMATS, detect_format, read_sessions
+from tests.corpus import corpus_file
 
-FIX = Path(__file__).resolve().parent.parent / "fixtures" / "transcripts"
-CORPUS = Path("/work/shared/agent-transcripts")
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
@@ -76,12 +75,12 @@ def assert_tool_rows_pair(s: Session) -> None:
         ("README.md", None),
     ],
 )
-def test_detect_format(rel: str, fmt: str | None) -> None:
+def test_detect_format(rel: str, fmt: str | None, transcripts: Path) -> None:
     if fmt is None:
         with pytest.raises(InputError, match="not a session format"):
-            detect_format(FIX / rel)
+            detect_format(transcripts / rel)
     else:
-        assert detect_format(FIX / rel) == fmt
+        assert detect_format(transcripts / rel) == fmt
 
 
 def test_formats_listed() -> None:
@@ -103,11 +102,11 @@ def test_unknown_and_missing_input_raise_input_error(tmp_path: Path) -> None:
         list(read_sessions(empty))
 
 
-def test_directory_walk_reads_every_format_and_skips_readme() -> None:
-    sessions = list(read_sessions(FIX))
+def test_directory_walk_reads_every_format_and_skips_readme(transcripts: Path) -> None:
+    sessions = list(read_sessions(transcripts))
     assert Counter(s.source for s in sessions)["claude-code"] == 4
     assert {s.source for s in sessions} >= {"claude-code", "codex", "specstory", "aider", "hermes-dump", "cli"}
-    only = list(read_sessions(FIX, "codex"))
+    only = list(read_sessions(transcripts, "codex"))
     assert [s.source for s in only] == ["codex", "codex"]
 
 
@@ -115,7 +114,7 @@ def test_directory_walk_reads_every_format_and_skips_readme() -> None:
 
 
 def test_claude_code_merges_blocks_by_message_id() -> None:
-    s = one(FIX / "claude-code/cloak-squads-grant-setup.jsonl")
+    s = one(corpus_file("claude-code-jsonl/cloak-squads-grant-setup.jsonl"))
     assert (s.id, s.source, s.origin) == ("6677d86c-a0d1-484d-946c-b89a8c928c0b", "claude-code", "claude-code-jsonl")
     assert s.title == "Apply for Superteam agentic engineering grant"  # last ai-title line
     # 13 assistant lines share 6 message ids -> 6 rows; 7 tool_use, 7 tool_result.
@@ -131,7 +130,7 @@ def test_claude_code_merges_blocks_by_message_id() -> None:
 
 
 def test_claude_code_cut_off_session() -> None:
-    s = one(FIX / "claude-code/agentic-wallet-grant-skill-short.jsonl")
+    s = one(corpus_file("claude-code-jsonl/agentic-wallet-grant-skill-short.jsonl"))
     assert [c.name for c in calls(s)] == ["Skill", "Bash"]  # the Bash result was never written
     assert roles(s)["tool"] == 1
     assert roles(s)["system"] == 1  # isMeta skill body is harness text, not the user
@@ -139,7 +138,7 @@ def test_claude_code_cut_off_session() -> None:
 
 
 def test_claude_code_compaction_is_a_generation() -> None:
-    s = one(FIX / "claude-code/session-logs-auto-worklog-skill-zh.jsonl")
+    s = one(corpus_file("claude-code-jsonl/session-logs-auto-worklog-skill-zh.jsonl"))
     assert carriers(s) == 1
     carrier = next(m for m in s.messages if m.is_carrier)
     assert carrier.content.startswith("This session is being continued from a previous conversation")
@@ -156,7 +155,7 @@ def test_claude_code_compaction_is_a_generation() -> None:
 
 
 def test_claude_code_subagent_file_is_linked_child() -> None:
-    s = one(FIX / "claude-code/subagent-claude-model-switch-webfetch.jsonl")
+    s = one(corpus_file("claude-code-jsonl/subagent-claude-model-switch-webfetch.jsonl"))
     assert s.id == "2f8c41c3-1c48-4a04-aa9f-c0d3e00d8d40-agent-a7268cc"
     assert s.lineage.delegated_from == "2f8c41c3-1c48-4a04-aa9f-c0d3e00d8d40"
     assert [c.name for c in calls(s)] == ["WebFetch", "WebFetch"]
@@ -166,7 +165,7 @@ def test_claude_code_subagent_file_is_linked_child() -> None:
 
 
 def test_codex_rollout_with_cut_off_call() -> None:
-    s = one(FIX / "codex/fundwise-grant-skill.jsonl")
+    s = one(corpus_file("codex-rollout/fundwise-grant-skill.jsonl"))
     assert s.id == "019df370-6a11-7552-b639-f3069ba86732" and s.source == "codex"
     assert s.model == "gpt-5.5" and s.cwd == "/Users/sarthiborkar/Build/FundWise"
     assert [c.name for c in calls(s)] == ["exec_command"] * 5
@@ -178,7 +177,7 @@ def test_codex_rollout_with_cut_off_call() -> None:
 
 
 def test_codex_injected_context_is_system() -> None:
-    s = one(FIX / "codex/privacy-x402-init-agents-md.jsonl")
+    s = one(corpus_file("codex-rollout/privacy-x402-init-agents-md.jsonl"))
     assert [m.content for m in s.messages if m.role == "user"] == ["init"]
     assert roles(s) == {"system": 4, "user": 1, "assistant": 3, "tool": 5}
     assert all(m.tool_name == "exec_command" for m in s.messages if m.role == "tool")
@@ -189,7 +188,7 @@ def test_codex_injected_context_is_system() -> None:
 
 
 def test_specstory_v2_tool_use_blocks() -> None:
-    s = one(FIX / "specstory/skillz-combine-design-docs.md")
+    s = one(corpus_file("specstory/skillz-combine-design-docs.md"))
     assert s.id == "9ccb9925-163e-43b1-bcd0-40a387b69c76"
     assert s.title == "Combine design documents into final version"
     assert s.model == "gpt-5-codex"
@@ -200,7 +199,7 @@ def test_specstory_v2_tool_use_blocks() -> None:
 
 
 def test_specstory_v2_copilot_input_bullets() -> None:
-    s = one(FIX / "specstory/bing-wallpaper-copilot-java21-upgrade.md")
+    s = one(corpus_file("specstory/bing-wallpaper-copilot-java21-upgrade.md"))
     assert s.id == "d3703dc8-ac9f-44b1-b501-9cf4fff1e84a"
     c = Counter(x.name for x in calls(s))
     assert c["run_in_terminal"] == 19 and c["apply_patch"] == 8 and c["create_file"] == 1
@@ -212,9 +211,9 @@ def test_specstory_v2_copilot_input_bullets() -> None:
 
 
 def test_specstory_v2_cursor_nul_crlf_and_twin_blocks() -> None:
-    raw = (FIX / "specstory/forwarder-system-freight-planning-zh.md").read_bytes()
+    raw = (corpus_file("specstory/forwarder-system-freight-planning-zh.md")).read_bytes()
     assert b"\x00" in raw and b"\r\n" in raw
-    s = one(FIX / "specstory/forwarder-system-freight-planning-zh.md")
+    s = one(corpus_file("specstory/forwarder-system-freight-planning-zh.md"))
     assert all("\x00" not in m.content and "\r" not in m.content for m in s.messages)
     assert roles(s)["user"] == 91  # 91 _**User**_ markers
     c = Counter(x.name for x in calls(s))
@@ -230,7 +229,7 @@ def test_specstory_v2_cursor_nul_crlf_and_twin_blocks() -> None:
 
 
 def test_specstory_v15_tool_use_lines() -> None:
-    s = one(FIX / "specstory/agente-bsc-rag-resolve-pt.md")
+    s = one(corpus_file("specstory/agente-bsc-rag-resolve-pt.md"))
     c = Counter(x.name for x in calls(s))
     assert c == {"run_terminal_cmd": 25, "grep": 1, "read_file": 1, "search_replace": 1}
     assert paths(s) == {".gitignore"}
@@ -239,7 +238,7 @@ def test_specstory_v15_tool_use_lines() -> None:
 
 
 def test_specstory_v1_markers() -> None:
-    s = one(FIX / "specstory/health-backend-maven-missing-module-zh.md")
+    s = one(corpus_file("specstory/health-backend-maven-missing-module-zh.md"))
     c = Counter(x.name for x in calls(s))
     assert c == {"read_file": 7, "list_dir": 3, "codebase_search": 3, "run_terminal_cmd": 3, "grep_search": 1}
     assert paths(s, {"read_file"}) == {"pom.xml", "common/pom.xml", "admin/src/main/resources/application.properties"}
@@ -247,7 +246,7 @@ def test_specstory_v1_markers() -> None:
 
 
 def test_specstory_v0_without_tool_calls() -> None:
-    s = one(FIX / "specstory/shadcn-admin-feature-help-zh.md")
+    s = one(corpus_file("specstory/shadcn-admin-feature-help-zh.md"))
     assert calls(s) == []
     # 8 user markers; 46 assistant markers, 8 of them empty (tools ran but were not exported).
     assert roles(s) == {"user": 8, "assistant": 38}
@@ -256,7 +255,7 @@ def test_specstory_v0_without_tool_calls() -> None:
 
 
 def test_specstory_unclosed_fence_does_not_swallow_turns() -> None:
-    s = one(FIX / "specstory/download-manager-analysis-doc-writing-zh.md")
+    s = one(corpus_file("specstory/download-manager-analysis-doc-writing-zh.md"))
     assert roles(s)["user"] == 8  # a ```kotlin fence is never closed before the 5th user turn
 
 
@@ -264,7 +263,7 @@ def test_specstory_unclosed_fence_does_not_swallow_turns() -> None:
 
 
 def test_aider_several_sessions_per_file() -> None:
-    sessions = list(read_sessions(FIX / "aider/mozgoslav-rag-hotkey-ru.md"))
+    sessions = list(read_sessions(corpus_file("aider-md/mozgoslav-rag-hotkey-ru.md")))
     assert len(sessions) == 3  # three "# aider chat started at" headers
     assert sessions[0].started_at is not None and sessions[0].started_at.isoformat().startswith("2026-04-22T22:40:12")
     assert len({s.id for s in sessions}) == 3
@@ -277,7 +276,7 @@ def test_aider_several_sessions_per_file() -> None:
 
 
 def test_aider_single_turn_without_edits() -> None:
-    s = one(FIX / "aider/ai-text-detector-gh-pages-debug.md")
+    s = one(corpus_file("aider-md/ai-text-detector-gh-pages-debug.md"))
     assert roles(s)["user"] == 1 and calls(s) == []
     assert s.model == "gemini/gemini-2.5-pro-preview-03-25"
 
@@ -286,7 +285,7 @@ def test_aider_single_turn_without_edits() -> None:
 
 
 def test_hermes_request_dump() -> None:
-    s = one(FIX / "hermes-dump/hermes-image-gen-ui-research-zh.json")
+    s = one(corpus_file("hermes-request-dump/hermes-image-gen-ui-research-zh.json"))
     assert (s.id, s.source, s.model) == ("20260615_113941_cf6894", "hermes-dump", s.model)
     assert roles(s) == {"user": 1, "assistant": 5, "tool": 5}  # system prompt is not a row
     assert Counter(c.name for c in calls(s)) == {"web_search": 4, "browser_navigate": 1}
@@ -297,7 +296,7 @@ def test_hermes_request_dump() -> None:
 
 
 def test_hermes_export_sessions_chains_and_flags() -> None:
-    sessions = {s.id: s for s in read_sessions(FIX / "hermes-export/all.jsonl")}
+    sessions = {s.id: s for s in read_sessions(corpus_file("hermes-export/all.jsonl"))}
     assert len(sessions) == 12  # 14 lines, one 3-segment compression chain merged
     chain = sessions["20261121_101748_56947a"]
     assert chain.lineage.segments == ("20261121_101748_56947a", "20261121_103803_865922", "20261121_105132_cef61d")
@@ -318,16 +317,14 @@ def test_hermes_export_sessions_chains_and_flags() -> None:
     assert [c.name for c in calls(release)] == ["write_file"] and release.title == "Release checklist"
 
 
-@pytest.mark.skipif(not (CORPUS / "hermes-request-dump").exists(), reason="shared corpus not mounted")
 def test_hermes_dump_with_compaction_from_corpus() -> None:
-    s = one(CORPUS / "hermes-request-dump/hermes-xiaosuan-bizplan-ppt-and-iching-site-zh.json")
+    s = one(corpus_file("hermes-request-dump/hermes-xiaosuan-bizplan-ppt-and-iching-site-zh.json"))
     assert len(s.messages) == 932 and carriers(s) == 1  # 933 minus the system prompt
     assert s.messages[3].is_carrier and s.messages[3].role == "user"
 
 
-@pytest.mark.skipif(not (CORPUS / "hermes-trajectory").exists(), reason="shared corpus not mounted")
 def test_sharegpt_trajectories_from_corpus() -> None:
-    sessions = list(read_sessions(CORPUS / "hermes-trajectory/neurareport-pdf-template-pipeline-118-runs.jsonl"))
+    sessions = list(read_sessions(corpus_file("hermes-trajectory/neurareport-pdf-template-pipeline-118-runs.jsonl")))
     assert len(sessions) == 118 and len({s.id for s in sessions}) == 118
     assert sum(len(s.messages) for s in sessions) == 1359  # MANIFEST approx_messages
     assert all(s.source == "sharegpt" for s in sessions)

@@ -224,7 +224,9 @@ def test_oversized_chunks_are_cut_to_their_budget_others_are_not():
     def at(level: int, c: Chunk) -> str:
         return defence("\n".join(t for m in c.messages if (t := render_message(m, LEVELS[level]))))
 
-    path = Path(__file__).parent.parent / "evals/sessions/payment-kit-fix-coverage-tests-zh.jsonl"
+    from tests.corpus import corpus_file
+
+    path = corpus_file("claude-code-jsonl/payment-kit-fix-coverage-tests-zh.jsonl")
     (session,) = read_sessions(path)
     prep = prepare(session, chunk_tokens=FULL_CHUNK, summariser_id="t", is_current=None)
     assert isinstance(prep, Prepared) and len(prep.chunks) > 3

