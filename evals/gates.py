@@ -1,51 +1,77 @@
-"""The quality floors the eval must hold (issue 5). ``tests/test_evals.py`` asserts the same numbers.
+"""The quality gates. They hold on the **test** part of the eval set: sessions whose gold was
+written blind and on which no rule was tuned. The dev part keeps regression floors (measured
+numbers that may only go up) so a change that helps one part while hurting the other shows.
 
-Floors from the issue are fixed; ``DECISION_RECALL_FLOOR`` and ``FILE_PRECISION_FLOOR`` are
-*measured* per summariser and may only go up: raise them when the pipeline improves, never lower
-them silently. (Precision has a floor so that recall is not bought by guessing files.)
+``tests/test_evals.py`` asserts the same numbers.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from evals.run import EvalRun
 
-FILE_RECALL_FLOOR = 0.9
-FAITHFULNESS_VIOLATIONS_MAX = 0
-SECRETS_LEAKED_MAX = 0
-END_STATE_CORRECT_FLOOR = 1.0
-LANGUAGE_MATCH_FLOOR = 1.0
-#: Measured keyword-judge decision recall per summariser (see tests/test_evals.py for the dates).
-DECISION_RECALL_FLOOR: dict[str, float] = {
-    "extractive": 0.66,
-    # On its 15 recorded sessions (evals/cassettes/summaries/openai--qwen2.5-coder-1.5b-instruct/), 11 of
-    # them with gold decisions. The first 7 recorded still score 0.74 (floor 0.73, held in tests/test_evals.py).
-    "llm:openai/qwen2.5-coder-1.5b-instruct": 0.65,
+LOCAL_LLM = "llm:openai/qwen2.5-coder-1.5b-instruct"
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Floors (and the false-success ceiling) one summariser must meet on one part of the set."""
+
+    file_recall: float | None = None
+    file_precision: float | None = None
+    decision_recall: float | None = None
+    end_state_correct: float | None = None
+    language_match: float | None = None
+    false_success_max: int = 0
+    faithfulness_violations_max: int = 0
+    secrets_leaked_max: int = 0
+
+
+#: The targets on the blind test part (issue 15).
+TEST_GATES: dict[str, Gate] = {
+    "extractive": Gate(file_recall=0.9, file_precision=0.9, decision_recall=0.6, end_state_correct=0.8,
+                       language_match=1.0),
+    LOCAL_LLM: Gate(file_recall=0.9, file_precision=0.9, decision_recall=0.75, end_state_correct=0.8,
+                    language_match=1.0),
 }
-#: Measured output-file precision per summariser (see tests/test_evals.py for the dates).
-FILE_PRECISION_FLOOR: dict[str, float] = {"extractive": 0.98}
+#: Regression floors on the dev part: measured, raised when the pipeline improves, never lowered silently.
+DEV_FLOORS: dict[str, Gate] = {
+    "extractive": Gate(file_recall=0.9, file_precision=0.98, decision_recall=0.66, end_state_correct=1.0,
+                       language_match=1.0),
+    LOCAL_LLM: Gate(file_recall=0.9, decision_recall=0.65, end_state_correct=1.0, language_match=1.0),
+}
+
+
+def failures(name: str, part: str, t: dict[str, Any], gate: Gate) -> list[str]:
+    """Each way ``t`` (a part's totals) misses ``gate``, one line each."""
+    out: list[str] = []
+    where = f"{name} ({part})"
+    for key, floor, label in (
+        ("file_recall", gate.file_recall, "output-file recall"),
+        ("file_precision", gate.file_precision, "output-file precision"),
+        ("decision_recall_keyword", gate.decision_recall, "decision recall"),
+        ("end_state_correct", gate.end_state_correct, "end state right"),
+        ("language_match", gate.language_match, "language right"),
+    ):
+        # None: no session of this part has gold for the metric, so there is nothing to hold.
+        if floor is not None and t.get(key) is not None and t[key] < floor:
+            out.append(f"{where}: {label} {t[key]:.2f} < {floor}")
+    for key, ceiling, label in (("false_success", gate.false_success_max, "false successes"),
+                                ("faithfulness_violations", gate.faithfulness_violations_max, "faithfulness violations"),
+                                ("secrets_leaked", gate.secrets_leaked_max, "secrets leaked")):
+        if t.get(key, 0) > ceiling:
+            out.append(f"{where}: {t[key]} {label} (max {ceiling})")
+    return out
 
 
 def check_gates(run: EvalRun) -> list[str]:
-    """Every floor a summariser misses in ``run``, as one line each (empty: all gates hold)."""
+    """Every gate or floor a summariser misses in ``run``, one line each (empty: all hold)."""
     failed: list[str] = []
-    for name, t in run.totals.items():
-        if not t["sessions"]:
-            continue
-        if t["file_recall"] is not None and t["file_recall"] < FILE_RECALL_FLOOR:
-            failed.append(f"{name}: output-file recall {t['file_recall']:.2f} < {FILE_RECALL_FLOOR}")
-        if t["faithfulness_violations"] > FAITHFULNESS_VIOLATIONS_MAX:
-            failed.append(f"{name}: {t['faithfulness_violations']} faithfulness violations")
-        if t["secrets_leaked"] > SECRETS_LEAKED_MAX:
-            failed.append(f"{name}: {t['secrets_leaked']} secrets leaked")
-        if (t["end_state_correct"] or 0) < END_STATE_CORRECT_FLOOR:
-            failed.append(f"{name}: end-state correctness {t['end_state_correct']:.2f} < {END_STATE_CORRECT_FLOOR}")
-        if (t["language_match"] or 0) < LANGUAGE_MATCH_FLOOR:
-            failed.append(f"{name}: language match {t['language_match']:.2f} < {LANGUAGE_MATCH_FLOOR}")
-        floor = FILE_PRECISION_FLOOR.get(name)
-        if floor is not None and t["file_precision"] is not None and t["file_precision"] < floor:
-            failed.append(f"{name}: output-file precision {t['file_precision']:.2f} < measured floor {floor}")
-        floor = DECISION_RECALL_FLOOR.get(name)
-        # None: no selected session has gold decisions (a --case run), so there is nothing to hold.
-        if floor is not None and t["decision_recall_keyword"] is not None and t["decision_recall_keyword"] < floor:
-            failed.append(f"{name}: decision recall {t['decision_recall_keyword']:.2f} < measured floor {floor}")
+    for name, parts in run.split_totals.items():
+        for part, table in (("test", TEST_GATES), ("dev", DEV_FLOORS)):
+            t = parts.get(part) or {}
+            if t.get("sessions") and name in table:
+                failed += failures(name, part, t, table[name])
     return failed

@@ -157,6 +157,20 @@ def decision_recall(summary: SessionSummary, gold: Gold, judge: Judge = keyword_
     return sum(hits) / len(hits), hits
 
 
+def phase_coverage(summary: SessionSummary, gold: Gold) -> float | None:
+    """Share of the gold phases (the topics a long session worked through) that the note covers.
+
+    A gold phase is covered when every keyword group matches the summary text (``keyword_judge``,
+    errors excluded). None when gold lists no phases. This catches a long session collapsed into
+    one phase, or topics surfacing only as quotes: those quotes rarely carry every group.
+    """
+    if not gold.phases:
+        return None
+    text = summary_text(summary, errors=False)
+    hits = [keyword_judge(GoldDecision(text=p.text, keywords=p.keywords), text) for p in gold.phases]
+    return sum(hits) / len(hits)
+
+
 # --------------------------------------------------------------------------- end state
 
 
@@ -180,7 +194,8 @@ def end_state_exact(predicted: str, gold: Gold) -> bool:
 
 
 def false_success(predicted: str, gold: Gold) -> bool:
-    """The summary claims success for a session that gold says did not succeed (must never happen)."""
+    """The summary claims success for a session that gold says did not succeed (unresolved, failed or
+    partial): the worst thing a note can say, since later readers and agents trust it (gate: 0)."""
     return predicted == "resolved" and gold.end_state != "resolved"
 
 

@@ -17,7 +17,8 @@ from evals.run import REPORTS, EvalRun
 #: (key, column label, format) for the per-session table.
 COLUMNS: list[tuple[str, str]] = [
     ("file_precision", "file P"), ("file_recall", "file R"), ("decision_recall_keyword", "dec R (kw)"),
-    ("decision_recall_llm", "dec R (llm)"), ("end_state", "end"), ("end_state_correct", "end ok"),
+    ("decision_recall_llm", "dec R (llm)"), ("phase_coverage", "phases"), ("end_state", "end"),
+    ("end_state_correct", "end ok"),
     ("faithfulness_violations", "unfaithful"), ("language_match", "lang ok"), ("secrets_leaked", "secrets"),
     ("structure_problems", "structure"), ("note_tokens", "note tok"), ("input_tokens", "in tok"),
     ("output_tokens", "out tok"), ("cost_usd", "cost $"),
@@ -25,7 +26,7 @@ COLUMNS: list[tuple[str, str]] = [
 TOTAL_COLUMNS: list[tuple[str, str]] = [
     ("sessions", "sessions"), ("file_precision", "file P"), ("file_recall", "file R"),
     ("decision_recall_keyword", "dec R (kw)"), ("decision_recall_llm", "dec R (llm)"),
-    ("end_state_correct", "end ok"), ("end_state_exact", "end exact"), ("false_success", "false success"),
+    ("phase_coverage", "phases"), ("end_state_correct", "end ok"), ("end_state_exact", "end exact"), ("false_success", "false success"),
     ("faithfulness_violations", "unfaithful"), ("language_match", "lang ok"), ("secrets_leaked", "secrets"),
     ("structure_valid", "structure ok"), ("note_tokens_mean", "note tok"), ("llm_calls", "calls"),
     ("input_tokens", "in tok"), ("output_tokens", "out tok"), ("cost_usd", "cost $"),
@@ -52,10 +53,16 @@ def markdown(run: EvalRun) -> str:
     lines = [f"# distill eval — {run.started_at}", "",
              f"{len(run.cases)} sessions, summarisers: {', '.join(run.summarisers)}; "
              f"LLM judge: {run.judge or 'none (keyword judge only)'}; {run.elapsed_s:.1f} s.", "",
-             "## Totals", "", "| summariser | " + " | ".join(c for _k, c in TOTAL_COLUMNS) + " |",
-             "|---" * (len(TOTAL_COLUMNS) + 1) + "|"]
-    for name, t in run.totals.items():
-        lines.append(f"| {name} | " + " | ".join(cell(t.get(k), k) for k, _c in TOTAL_COLUMNS) + " |")
+             "## Totals by part", "",
+             "**test** is blind (gold written before any output was read, no rule tuned on it): the gates "
+             "hold there. **dev** is what rules are tuned on.", "",
+             "| summariser | part | " + " | ".join(c for _k, c in TOTAL_COLUMNS) + " |",
+             "|---" * (len(TOTAL_COLUMNS) + 2) + "|"]
+    for name, parts in run.split_totals.items():
+        for part in ("test", "dev"):
+            t = parts.get(part) or {}
+            if t.get("sessions") or t.get("not_recorded"):
+                lines.append(f"| {name} | {part} | " + " | ".join(cell(t.get(k), k) for k, _c in TOTAL_COLUMNS) + " |")
     for name in run.summarisers:
         lines += ["", f"## {name}", "", "| session | " + " | ".join(c for _k, c in COLUMNS) + " |",
                   "|---" * (len(COLUMNS) + 1) + "|"]
@@ -135,18 +142,21 @@ def write_reports(run: EvalRun, directory: Path = REPORTS, stem: str = "latest",
     return out
 
 
-def terminal_table(run: EvalRun) -> str:
-    """Plain text: per-session rows per summariser, then totals (what the CLI prints)."""
+def terminal_table(run: EvalRun, *, totals_only: bool = False) -> str:
+    """Plain text: per-session rows per summariser, then totals per part (what the CLI prints)."""
     rows: list[list[str]] = []
     head = ["summariser", "session", *[c for _k, c in COLUMNS]]
-    for r in run.results:
+    for r in [] if totals_only else run.results:
         if r.status != "ok":
             rows.append([r.summariser, r.case, r.status])
             continue
         rows.append([r.summariser, r.case, *[cell(r.values.get(k), k) for k, _c in COLUMNS]])
-    for name, t in run.totals.items():
-        rows.append([name, "TOTAL", cell(t["file_precision"]), cell(t["file_recall"]),
-                     cell(t["decision_recall_keyword"]), cell(t["decision_recall_llm"]), "",
+    for name, t, label in [(n, p.get(part) or {}, f"TOTAL {part}") for n, p in run.split_totals.items()
+                           for part in ("dev", "test")]:
+        if not t.get("sessions"):
+            continue
+        rows.append([name, label, cell(t["file_precision"]), cell(t["file_recall"]),
+                     cell(t["decision_recall_keyword"]), cell(t["decision_recall_llm"]), cell(t["phase_coverage"]), "",
                      cell(t["end_state_correct"]), str(t["faithfulness_violations"]), cell(t["language_match"]),
                      str(t["secrets_leaked"]), cell(t["structure_valid"]), cell(t["note_tokens_mean"]),
                      str(t["input_tokens"]), str(t["output_tokens"]), cell(t["cost_usd"], "cost_usd")])

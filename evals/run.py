@@ -48,6 +48,7 @@ class EvalResult:
 
     summariser: str
     case: str
+    split: str = "dev"  # the gold's part: dev (tuned on) or test (blind)
     status: str = "ok"  # ok | not-recorded | error
     error: str | None = None
     values: dict[str, Any] = field(default_factory=dict)
@@ -87,6 +88,7 @@ def score(p: Prepared, summary: SessionSummary, usage: dict[str, Any], summarise
         "file_precision": files.precision, "file_recall": files.recall,
         "files_missed": list(files.missed), "files_extra": list(files.extra),
         "decision_recall_keyword": kw_recall, "decision_hits_keyword": kw_hits,
+        "phase_coverage": M.phase_coverage(summary, p.gold),
         "decision_recall_llm": None, "decision_hits_llm": None,
         "end_state": summary.end_state, "end_state_gold": p.gold.end_state,
         "end_state_correct": M.end_state_correct(summary.end_state, p.gold),
@@ -129,6 +131,7 @@ def totals(results: Sequence[EvalResult]) -> dict[str, Any]:
         "file_recall": _mean([v["file_recall"] for v in ok]),
         "decision_recall_keyword": _mean([v["decision_recall_keyword"] for v in ok]),
         "decision_recall_llm": _mean([v["decision_recall_llm"] for v in ok]),
+        "phase_coverage": _mean([v.get("phase_coverage") for v in ok]),
         "end_state_correct": _mean([float(v["end_state_correct"]) for v in ok]),
         "end_state_exact": _mean([float(v["end_state_exact"]) for v in ok]),
         "false_success": sum(bool(v["false_success"]) for v in ok),
@@ -157,6 +160,8 @@ class EvalRun:
     totals: dict[str, dict[str, Any]]
     elapsed_s: float
     judge: str | None = None
+    #: summariser → part (``dev``, ``test``) → totals over that part's sessions; gates read ``test``.
+    split_totals: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
 
 def evaluate(
@@ -167,6 +172,7 @@ def evaluate(
     record: bool = False,
     judge_model: str | None = None,
     cases: Sequence[str] | None = None,
+    split: str | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> EvalRun:
     """Run the chosen summarisers over the eval set (``cases`` filters by id) and score them.
@@ -174,13 +180,14 @@ def evaluate(
     ``summarizer``: ``extractive``, ``llm`` (every recorded model and/or ``model``) or ``all``.
     ``record``: re-record ``model``'s cassettes (and the judge's) against the live endpoint.
     ``judge_model``: the LLM judge; default: the model the judge cassettes were recorded with.
+    ``split``: only the ``dev`` or the ``test`` part (tune on dev; read test as totals).
     """
     from evals.llm_adapter import LLMJudge, LLMSummariser, ModelMeta, recorded_models
 
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     say = progress or (lambda _msg: None)
     t0 = time.perf_counter()
-    golds = [g for g in load_gold() if not cases or g.id in cases]
+    golds = [g for g in load_gold() if (not cases or g.id in cases) and (split is None or g.split == split)]
     if cases and len(golds) != len(set(cases)):
         known = {g.id for g in load_gold()}
         raise ValueError(f"unknown eval case(s): {', '.join(sorted(set(cases) - known))}")
@@ -220,14 +227,14 @@ def evaluate(
         for name, fn, llm in runners:
             for g in golds:
                 if llm is not None and not llm.has(g.id):
-                    results.append(EvalResult(name, g.id, status="not-recorded"))
+                    results.append(EvalResult(name, g.id, g.split, status="not-recorded"))
                     continue
                 say(f"{name}: {g.id}")
                 t = time.perf_counter()
                 summary, usage = fn(g.id, prepared[g.id].session, prepared[g.id].chunks, prepared[g.id].facts)
                 values = score(prepared[g.id], summary, usage, name, judge)
                 values["elapsed_s"] = round(time.perf_counter() - t, 2)
-                results.append(EvalResult(name, g.id, values=values))
+                results.append(EvalResult(name, g.id, g.split, values=values))
             if llm is not None:
                 llm.finish()
     finally:
@@ -242,4 +249,6 @@ def evaluate(
         totals={n: totals([r for r in results if r.summariser == n]) for n in names},
         elapsed_s=round(time.perf_counter() - t0, 2),
         judge=judge.model if judge is not None else None,
+        split_totals={n: {part: totals([r for r in results if r.summariser == n and r.split == part])
+                          for part in ("dev", "test")} for n in names},
     )

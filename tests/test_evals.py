@@ -79,8 +79,13 @@ def run() -> EvalRun:
     return evaluate(summarizer="all")
 
 
-def _ok(run: EvalRun, name: str) -> list:
-    return [r for r in run.results if r.summariser == name and r.status == "ok"]
+def _ok(run: EvalRun, name: str, part: str | None = None) -> list:
+    return [r for r in run.results if r.summariser == name and r.status == "ok" and part in (None, r.split)]
+
+
+def _dev(run: EvalRun, name: str) -> dict:
+    """Totals over the dev part: what the rules were tuned on, held by regression floors."""
+    return run.split_totals[name]["dev"]
 
 
 def _names(run: EvalRun) -> list[str]:
@@ -110,7 +115,7 @@ def test_secrets_leaked_zero(run: EvalRun) -> None:
 
 
 def test_faithfulness_zero_after_grounding(run: EvalRun) -> None:
-    """Every summariser but the local LLM, which has its own (xfail) test below."""
+    """Every summariser but the local LLM, which has its own test below."""
     for name in (n for n in _names(run) if n != LOCAL_LLM):
         bad = {r.case: r.values["faithfulness_violations"] for r in _ok(run, name) if r.values["faithfulness_violations"]}
         assert not bad, f"{name}: {bad}"
@@ -123,55 +128,67 @@ def test_structure_valid(run: EvalRun) -> None:
 
 
 def test_decision_recall_floors(run: EvalRun) -> None:
-    assert run.totals["extractive"]["decision_recall_keyword"] >= EXTRACTIVE_DECISION_RECALL_FLOOR
+    assert _dev(run, "extractive")["decision_recall_keyword"] >= EXTRACTIVE_DECISION_RECALL_FLOOR
 
 
 def test_file_precision_floor(run: EvalRun) -> None:
-    t = run.totals["extractive"]
+    t = _dev(run, "extractive")
     assert t["file_precision"] >= EXTRACTIVE_FILE_PRECISION_FLOOR, [
-        (r.case, r.values["files_extra"]) for r in _ok(run, "extractive") if r.values["files_extra"]]
+        (r.case, r.values["files_extra"]) for r in _ok(run, "extractive", "dev") if r.values["files_extra"]]
 
 
 def test_floors_match_gates_module() -> None:
-    assert gates.FILE_RECALL_FLOOR == 0.9
-    assert gates.END_STATE_CORRECT_FLOOR == gates.LANGUAGE_MATCH_FLOOR == 1.0
-    assert gates.DECISION_RECALL_FLOOR.get("extractive") == EXTRACTIVE_DECISION_RECALL_FLOOR
-    assert gates.DECISION_RECALL_FLOOR.get(LOCAL_LLM) == LOCAL_LLM_DECISION_RECALL_FLOOR
-    assert gates.FILE_PRECISION_FLOOR.get("extractive") == EXTRACTIVE_FILE_PRECISION_FLOOR
+    dev, test = gates.DEV_FLOORS["extractive"], gates.TEST_GATES["extractive"]
+    assert (test.file_recall, test.file_precision, test.decision_recall, test.end_state_correct) == (0.9, 0.9, 0.6, 0.8)
+    assert test.language_match == 1.0 and test.false_success_max == 0
+    assert gates.TEST_GATES[LOCAL_LLM].decision_recall == 0.75
+    assert dev.decision_recall == EXTRACTIVE_DECISION_RECALL_FLOOR
+    assert gates.DEV_FLOORS[LOCAL_LLM].decision_recall == LOCAL_LLM_DECISION_RECALL_FLOOR
+    assert dev.file_precision == EXTRACTIVE_FILE_PRECISION_FLOOR
 
 
-def test_extractive_meets_every_gate(run: EvalRun) -> None:
-    assert not [line for line in gates.check_gates(run) if line.startswith("extractive:")]
+def test_eval_set_has_a_blind_test_part() -> None:
+    """Issue 15: at least 60 sessions, of which at least 25 in a test part whose gold was written blind."""
+    golds = load_gold()
+    test = [g for g in golds if g.split == "test"]
+    assert len(golds) >= 60 and len(test) >= 25
+    assert all(g.blind for g in test)
+    assert sum(g.end_state != "resolved" for g in test) >= 8 and sum(g.language.startswith("zh") for g in test) >= 8
+
+
+def test_extractive_meets_the_dev_floors(run: EvalRun) -> None:
+    assert not [line for line in gates.check_gates(run) if line.startswith("extractive (dev)")]
 
 
 def test_output_file_recall(run: EvalRun) -> None:
-    """1.00 since 2026-12-02 (0.54 before: SpecStory apply_patch bodies, ```lang:path fences and bare diff
-    fences named in prose were not read)."""
-    t = run.totals["extractive"]
-    assert t["file_recall"] >= gates.FILE_RECALL_FLOOR, [
-        (r.case, r.values["files_missed"]) for r in _ok(run, "extractive") if r.values["files_missed"]]
+    """1.00 on dev since 2026-12-02 (0.54 before: SpecStory apply_patch bodies, ```lang:path fences and
+    bare diff fences named in prose were not read)."""
+    t = _dev(run, "extractive")
+    assert t["file_recall"] >= gates.DEV_FLOORS["extractive"].file_recall, [
+        (r.case, r.values["files_missed"]) for r in _ok(run, "extractive", "dev") if r.values["files_missed"]]
 
 
 def test_end_state_correct(run: EvalRun) -> None:
-    """1.00 since 2026-12-02 (0.57 before: "继续"/"Yes" were read as closers, and answered questions,
+    """1.00 on dev since 2026-12-02 (0.57 before: "继续"/"Yes" were read as closers, and answered questions,
     Portuguese/Chinese completion claims and cut-off exports were not recognised)."""
-    bad = [(r.case, r.values["end_state"], r.values["end_state_gold"]) for r in _ok(run, "extractive")
+    bad = [(r.case, r.values["end_state"], r.values["end_state_gold"]) for r in _ok(run, "extractive", "dev")
            if not r.values["end_state_correct"]]
     assert not bad
 
 
 def test_language_match(run: EvalRun) -> None:
-    """The tag: 1.00 since 2026-12-02 (0.95 before: health-backend's user turns are pasted Maven logs).
+    """The tag: 1.00 on dev since 2026-12-02 (0.95 before: health-backend's user turns are pasted Maven logs).
     The prose's script too, since pasted-output asks are labelled in the session's language (the extractive
     summary of health-backend quoted English log lines as its goal and phase titles before)."""
-    bad = [(r.case, r.values["language"]) for r in _ok(run, "extractive") if not r.values["language_match"]]
+    bad = [(r.case, r.values["language"]) for r in _ok(run, "extractive", "dev") if not r.values["language_match"]]
     assert not bad
 
 
 def test_no_false_success(run: EvalRun) -> None:
-    """The LLM summariser takes its end state from extractive.infer_end_state, so it inherits these:
-    a claimed success on an unresolved session must never happen (2 before the end-state rework, 0 since)."""
-    assert run.totals["extractive"]["false_success"] == 0
+    """The LLM summariser takes its end state from the same facts, so it inherits these: a claimed success
+    on a session that did not succeed must never happen, on either part."""
+    bad = [(r.case, r.split, r.values["end_state_gold"]) for r in _ok(run, "extractive") if r.values["false_success"]]
+    assert not bad
 
 
 # --------------------------------------------------------------------------- the local LLM (replayed)
@@ -181,7 +198,7 @@ def _llm(run: EvalRun) -> dict[str, EvalResult]:
     return {r.case: r for r in _ok(run, LOCAL_LLM)}
 
 
-def _subset_mean(run: EvalRun, name: str, key: str, cases: tuple[str, ...] = LOCAL_LLM_CASES) -> float:
+def _subset_mean(run: EvalRun, name: str, key: str, cases: tuple[str, ...] = LOCAL_LLM_CASES) -> float:  # dev cases
     vals = [r.values[key] for r in _ok(run, name) if r.case in cases and r.values[key] is not None]
     return round(sum(vals) / len(vals), 4)
 
@@ -215,7 +232,7 @@ def test_local_llm_replay_is_offline_and_deterministic(run: EvalRun, monkeypatch
 
 def test_local_llm_output_file_recall(run: EvalRun) -> None:
     t = run.totals[LOCAL_LLM]
-    assert t["file_recall"] >= gates.FILE_RECALL_FLOOR, [
+    assert t["file_recall"] >= gates.DEV_FLOORS[LOCAL_LLM].file_recall, [
         (c, r.values["files_missed"]) for c, r in _llm(run).items() if r.values["files_missed"]]
 
 
@@ -294,8 +311,8 @@ def test_local_llm_decision_recall_floor(run: EvalRun) -> None:
             > _subset_mean(run, "extractive", "decision_recall_keyword"))
 
 
-def test_local_llm_meets_every_gate(run: EvalRun) -> None:
-    assert not [line for line in gates.check_gates(run) if line.startswith(LOCAL_LLM + ":")]
+def test_local_llm_meets_the_dev_floors(run: EvalRun) -> None:
+    assert not [line for line in gates.check_gates(run) if line.startswith(LOCAL_LLM + " (dev)")]
 
 
 # --------------------------------------------------------------------------- metric definitions
