@@ -8,6 +8,7 @@ Models are frozen: a stage that wants to change something builds a new object wi
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any, Literal
 
@@ -165,12 +166,30 @@ class Facts(_Frozen):
 
     @property
     def output_files(self) -> list[str]:
-        """Files the session created or changed, in first-touch order (reads excluded)."""
-        seen: dict[str, None] = {}
-        for f in self.files:
-            if f.action != "read":
-                seen.setdefault(f.path, None)
-        return list(seen)
+        """Files the session created, changed or moved (at the final path), in first-touch order.
+
+        Not outputs: files only read, files deleted (``deleted_files``; a moved file's old path is
+        one), directories, and scratch: temp folders and tool caches (``is_scratch``).
+        """
+        return [f.path for f in self.files if f.action not in ("read", "deleted") and not is_scratch(f.path)]
+
+    @property
+    def deleted_files(self) -> list[str]:
+        """Files the session removed and did not write again (scratch left out)."""
+        return [f.path for f in self.files if f.action == "deleted" and not is_scratch(f.path)]
+
+
+#: Paths no reader wants listed as a session's output: temp folders, tool caches and build scratch.
+_SCRATCH = re.compile(
+    r"^(?:/tmp/|/var/tmp/|/private/tmp/|/private/var/folders/|/dev/shm/|[A-Za-z]:[\\/](?:Windows[\\/])?Temp[\\/])"
+    r"|(?:^|[\\/])(?:node_modules|__pycache__|\.pytest_cache|\.mypy_cache|\.ruff_cache|\.cache|\.next|\.nuxt"
+    r"|\.turbo|\.parcel-cache|\.venv|\.gradle|\.idea|\.DS_Store)(?:[\\/]|$)"
+    r"|[\\/]$", re.I)
+
+
+def is_scratch(path: str) -> bool:
+    """A temp file, a cache or build-scratch path, or a directory (a trailing slash)."""
+    return bool(_SCRATCH.search(path))
 
 
 # --------------------------------------------------------------------------- layer 2: summaries
@@ -213,6 +232,7 @@ class SessionSummary(_Frozen):
     open_items: tuple[str, ...] = ()
     errors: tuple[Problem, ...] = Field((), description="Errors hit and their fixes.")
     end_state: EndState = "unknown"
+    end_evidence: str = Field("", description="Why the end state: the rule and the message that decided it.")
     language: str = "en"
     tags: tuple[str, ...] = ()
     projects: tuple[str, ...] = ()

@@ -61,7 +61,7 @@ def settings(tmp_path: Path):
 @pytest.fixture(autouse=True)
 def frozen(monkeypatch):
     monkeypatch.setattr(summarise, "_candidates", lambda messages: [])
-    monkeypatch.setattr(summarise, "_end_state", lambda session, facts: "unresolved")
+    monkeypatch.setattr(summarise, "_end_state", lambda session, facts: ("unresolved", ""))
 
 
 def _cache() -> SummaryCache:

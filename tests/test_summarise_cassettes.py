@@ -38,7 +38,7 @@ def frozen_extractive(monkeypatch: pytest.MonkeyPatch):
 
     monkeypatch.setattr(summarise, "_candidates", candidates)
     states = {"ledger-csv": "resolved", "inject": "unresolved", "secrets": "unresolved"}
-    monkeypatch.setattr(summarise, "_end_state", lambda session, facts: states[session.id])
+    monkeypatch.setattr(summarise, "_end_state", lambda session, facts: (states[session.id], ""))
 
 
 def _assert_all_played(vcr) -> None:

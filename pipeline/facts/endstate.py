@@ -42,9 +42,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from pipeline.facts.derive import file_touches, result_failed
-from pipeline.facts.turns import _ack_role, _kind, _live, _prose, _replies, _sentences, _until_closer
+from pipeline.facts.turns import (
+    _ack_role,
+    _kind,
+    _live,
+    _prose,
+    _replies,
+    _sentences,
+    _until_closer,
+    harness_error,
+)
 from pipeline.models import EndState, Facts, Message, Session
 
 _DONE = re.compile(
@@ -83,6 +93,19 @@ _PROBLEM = re.compile(
     r"\b(?:fail\w*|error\w*|broken|crash\w*|bug|exception|issues?|problems?|not working|doesn'?t work|won'?t)\b"
     r"|失败|报错|错误|异常|不行|无法|没有生效|不工作|崩溃", re.I)
 _UNDO = re.compile(r"^/(?:undo|rewind|revert)\b", re.I)
+# A run the harness itself reports as failed (ShareGPT ``completed: false``, a request dump written after
+# retries ran out, an iteration budget). Hermes's ordinary closes (``idle_timeout``, ``user_exit``...) are not.
+_RUN_FAILED = re.compile(r"^(?:failed|error|crash\w*|abort\w*|max_retries_exhausted|\w*budget_exhausted"
+                         r"|max_iterations\w*|iteration_limit\w*|interrupted)$", re.I)
+_IF = re.compile(r"^(?:if|should|in case|whenever|如果|若|假如|万一|要是)", re.I)
+# A closing report that says part of the work is still open: remaining failures, work left, not done yet.
+_LEFT_OVER = re.compile(
+    r"\b(?:remaining (?:work|failures|issues|tasks|items|problems|errors)|(?:still|are) (?:failing|broken)"
+    r"|(?:\d+|some|few|several) (?:tests? )?(?:still )?(?:fail(?:ing|s)?|broken)|not (?:yet )?(?:complete|finished|done|fixed|implemented)"
+    r"|incomplete|partially (?:done|complete|implemented|fixed)|left to do|yet to be (?:done|fixed|implemented)"
+    r"|work in progress|handoff|hand-off)\b"
+    r"|剩余(?:的)?(?:问题|工作|任务|失败)|仍有.{0,12}(?:失败|问题|报错)|还有.{0,12}(?:失败|报错|没有完成|未完成)"
+    r"|未完成|尚未(?:完成|实现|修复)|部分完成|待(?:完成|修复|处理)", re.I)
 
 
 # --------------------------------------------------------------------------- signals
@@ -132,9 +155,64 @@ def _answered(ask: str, tail: Sequence[Message]) -> bool:
 # --------------------------------------------------------------------------- the end state
 
 
+@dataclass(frozen=True)
+class EndVerdict:
+    """How the session ended, why, and the message that decided it (``index`` into the live messages)."""
+
+    state: EndState
+    reason: str
+    index: int | None = None
+    quote: str = ""
+
+
+    @property
+    def evidence(self) -> str:
+        """One line for the note: the rule, then the deciding message as said."""
+        return f"{self.reason} ({self.quote})" if self.quote else self.reason
+
+
+def _verdict(state: EndState, reason: str, msgs: Sequence[Message] = (), index: int | None = None) -> EndVerdict:
+    quote = ""
+    if index is not None and 0 <= index < len(msgs):
+        m = msgs[index]
+        words = " ".join((_prose(m.content) or m.content).split())
+        quote = f"{m.role}: {words[:117] + '…' if len(words) > 120 else words}"
+    return EndVerdict(state, reason, index, quote)
+
+
 def infer_end_state(session: Session, facts: Facts | None = None) -> EndState:
     """How the session ended: failed / unresolved / resolved, or unknown when the signals are unclear."""
+    return judge_end_state(session, facts).state
+
+
+def judge_end_state(session: Session, facts: Facts | None = None) -> EndVerdict:
+    """``infer_end_state`` with its reason and deciding message; the vetoes below win over any claim."""
     msgs = _live(session.messages)
+    verdict = _judge(msgs)
+    if verdict.state != "resolved":
+        return verdict
+    # Vetoes: evidence that outranks the agent's own account of its work.
+    if _RUN_FAILED.search(session.end_reason or ""):
+        return EndVerdict("failed", f"the run ended as {session.end_reason!r}", verdict.index, verdict.quote)
+    cut = _harness_cut(msgs, verdict.index)
+    if cut is not None:
+        return _verdict("unresolved", "the harness cut the run short after the last reply", msgs, cut)
+    if verdict.index is not None and msgs[verdict.index].role == "assistant":
+        sentences = _sentences(_prose(msgs[verdict.index].content))
+        # A conditional ("if anything still fails, tell me") offers help; it reports nothing left.
+        left = next((i for i, s in enumerate(sentences) if _LEFT_OVER.search(s) and not _IF.match(s)), None)
+        if left is not None:
+            return _verdict("unresolved", "the final reply lists work still left or failing", msgs, verdict.index)
+    return verdict
+
+
+def _harness_cut(msgs: Sequence[Message], after: int | None) -> int | None:
+    """Index of a harness error ("You've hit your limit", "API Error") after message ``after``."""
+    start = 0 if after is None else after + 1
+    return next((i for i in range(start, len(msgs)) if harness_error(msgs[i])), None)
+
+
+def _judge(msgs: list[Message]) -> EndVerdict:
     last_turn = last_ask = None
     for i, m in enumerate(msgs):  # the last ask, or an ack that hands the turn back ("continue", "yes")
         kind = _kind(m)
@@ -143,24 +221,44 @@ def infer_end_state(session: Session, facts: Facts | None = None) -> EndState:
         elif kind == "ack" and _ack_role(msgs, i) == "go":
             last_turn = i
     if last_turn is None:
-        return "unknown"
+        return EndVerdict("unknown", "the user never asked for anything")
     ask = msgs[last_ask].content if last_ask is not None else ""
-    if any(m.role == "user" and _UNDO.match(m.content.strip()) for m in msgs[last_turn + 1:]):
-        return "unresolved"  # the user rolled the work back
+    undo = next((i for i in range(last_turn + 1, len(msgs))
+                 if msgs[i].role == "user" and _UNDO.match(msgs[i].content.strip())), None)
+    if undo is not None:
+        return _verdict("unresolved", "the user rolled the work back", msgs, undo)
     tail, closed = _until_closer(msgs[last_turn + 1:])
     replies = _replies(tail)
     final = replies[-1].content if replies else ""
+    at = (last_turn + 1 + tail.index(replies[-1])) if replies else None
+    closer = last_turn + 1 + len(tail) if closed else None
     _ran, unfixed = _tool_signal(tail)
     if unfixed and not _claims_done(final):
-        return "failed"
-    if not replies or (not closed and _cut_off(tail, final)):
-        return "unresolved"
+        return _verdict("failed", "a tool failed after the last success and no reply claims a fix", msgs,
+                        at if at is not None else last_turn)
+    if not replies:
+        cut = _harness_cut(msgs, last_turn)
+        if cut is not None:
+            return _verdict("failed", "the run stopped on a harness error before any reply", msgs, cut)
+        return _verdict("unresolved", "the last ask got no reply", msgs, last_turn)
+    if not closed and _cut_off(tail, final):
+        return _verdict("unresolved", "the agent stopped mid-work", msgs, at)
     if _FAILED.search(final):
-        return "failed" if unfixed else "unresolved"
+        return _verdict("failed" if unfixed else "unresolved", "the final reply says it could not be done", msgs, at)
     if _USER_UNHAPPY.search(ask) and not _claims_done(final):
-        return "unresolved"
+        return _verdict("unresolved", "the last ask is a complaint the final reply does not answer with a fix",
+                        msgs, last_ask)
     if _claims_done(final):
-        return "unknown" if unfixed else "resolved"
+        if unfixed:
+            return _verdict("unknown", "the final reply claims success but a tool failure is unfixed", msgs, at)
+        if closed:
+            return _verdict("resolved", "the user closed the work", msgs, closer)
+        return _verdict("resolved", "the final reply reports the work done and no later message contradicts it",
+                        msgs, at)
     if final.rstrip().endswith(("?", "？")) and not closed:
-        return "unresolved"
-    return "resolved" if closed or (last_turn == last_ask and _answered(ask, tail)) else "unknown"
+        return _verdict("unresolved", "the final reply asks the user something never answered", msgs, at)
+    if closed:
+        return _verdict("resolved", "the user closed the work", msgs, closer)
+    if last_turn == last_ask and _answered(ask, tail):
+        return _verdict("resolved", "the last ask was a question and the final reply answers it", msgs, at)
+    return _verdict("unknown", "no confirmation, check or claim decides it", msgs, at)

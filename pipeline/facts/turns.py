@@ -33,6 +33,14 @@ _HARNESS = (
     "<user_instructions>", "<task-notification>", "<bash-input>", "<bash-stdout>", "# AGENTS.md instructions",
     "Caveat: The messages below", "This session is being continued from a previous conversation",
 )
+# What an agent's harness writes into the transcript when the run is cut short: usage and rate limits,
+# API and connection errors, a user interrupt. Short lines, never a reply or an ask (see ``harness_error``).
+_HARNESS_ERROR = re.compile(
+    r"you[’']?ve hit your (?:usage )?limit|usage limit (?:reached|exceeded)|credit balance is too low"
+    r"|prompt is too long|^api ?error\b|api(?:connection|timeout|status)?error|rate[ _-]?limit(?:ed| exceeded| reached)?"
+    r"|too many requests|model_not_found|overloaded_error|connection error|request timed out|network error"
+    r"|\[request interrupted by user|interrupted by user|^\^c\b|keyboardinterrupt"
+    r"|\b(?:error code|status(?:_code)?)[: ]+(?:4\d\d|5\d\d)\b", re.I)
 _SLASH = re.compile(r"^/[A-Za-z][\w-]*(?:\s|$)")  # "/model gpt-5", but not "/home/ana/x.py is broken"
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
 _LOGLINE = re.compile(
@@ -73,9 +81,21 @@ def _is_ack(text: str) -> bool:
     return len(text) <= 60 and not re.sub(r"[\W_]+", "", _ACK_WORDS.sub(" ", text.lower()))
 
 
+def harness_error(msg: Message) -> bool:
+    """A line the harness wrote when the run was cut short ("You've hit your limit", "API Error: 529",
+    "[Request interrupted by user]"): neither the agent's reply nor the user's ask.
+
+    Only short messages count: a reply that explains a 429 at length is still a reply.
+    """
+    if msg.role == "tool" or msg.tool_calls:
+        return False
+    text = msg.content.strip()
+    return 0 < len(text) <= 300 and bool(_HARNESS_ERROR.search(text))
+
+
 def _kind(msg: Message) -> str | None:
     """'ask', 'ack' (acknowledgement/approval) or None (not something the user typed as a turn)."""
-    if msg.role != "user" or msg.is_carrier:
+    if msg.role != "user" or msg.is_carrier or harness_error(msg):
         return None
     return _text_kind(msg.content.strip())
 
@@ -96,7 +116,7 @@ def _sentences(text: str) -> list[str]:
 
 
 def _replies(messages: Sequence[Message]) -> list[Message]:
-    return [m for m in messages if m.role == "assistant" and m.content.strip()]
+    return [m for m in messages if m.role == "assistant" and m.content.strip() and not harness_error(m)]
 
 
 def _has(text: str, phrases: Sequence[str]) -> bool:

@@ -38,7 +38,7 @@ GENERATED_KEYS: frozenset[str] = frozenset(
     {
         "type", "id", "title", "aliases", "date", "source", "model", "provider", "started_at",
         "ended_at", "message_count", "input_tokens", "output_tokens", "cost_usd", "parent_session",
-        "tags", "projects", "cwd", "git_branch", "generations", "output_files", "end_state",
+        "tags", "projects", "cwd", "git_branch", "generations", "output_files", "deleted_files", "end_state", "end_evidence",
         "language", "distill_version", "content_hash", "distilled_at", "summarizer", "skills",
     }
 )  # fmt: skip
@@ -292,7 +292,9 @@ def render_note(
         "git_branch": session.git_branch,
         "generations": facts.generations,
         "output_files": output_files,
+        **({"deleted_files": facts.deleted_files} if facts.deleted_files else {}),
         "end_state": summary.end_state,
+        "end_evidence": summary.end_evidence or None,
         "language": language,
         "distill_version": pipeline.__version__,
         "content_hash": content_hash,

@@ -1,7 +1,7 @@
 """The extractive summariser: a ``SessionSummary`` built from the transcript alone, no model.
 
 It is the fallback when no model is configured or a model call fails, and its helpers
-(``user_asks``, ``decision_candidates``, ``open_items``) are, with ``infer_end_state``
+(``user_asks``, ``decision_candidates``, ``open_items``) are, with ``judge_end_state``
 (``pipeline/facts/endstate.py``), what the LLM summariser uses to ground and check a model's output. So
 everything here *quotes*: asks, decisions and "done" sentences are the session's own words,
 trimmed, never paraphrased; identifiers in backticks survive untouched. Only connective labels are
@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from pipeline.facts.derive import file_touches
-from pipeline.facts.endstate import _DONE, _FAILED, _claims_done, _tool_signal, infer_end_state
+from pipeline.facts.endstate import _DONE, _FAILED, _claims_done, _tool_signal, judge_end_state
 from pipeline.facts.lang import typed_prose
 from pipeline.facts.turns import _has_prose, _kind, _live, _prose, _replies, _sentences, _until_closer
 from pipeline.models import (
@@ -46,6 +46,7 @@ from pipeline.models import (
     Problem,
     Session,
     SessionSummary,
+    is_scratch,
 )
 
 MAX_ASK = 300
@@ -318,7 +319,7 @@ def _done_text(msgs: list[Message], cwd: str | None, lang: str) -> str:
         said = [s for heading, s in sentences
                 if not heading and len(s) >= 12 and (_ACTION.search(s) or _DONE.search(s))][:2]
         said = said or [s for heading, s in sentences if not heading and s][:1] or [s for _, s in sentences if s][:1]
-    changed = [t.path for t in file_touches(msgs, cwd) if t.action != "read"]
+    changed = [t.path for t in file_touches(msgs, cwd) if t.action not in ("read", "deleted") and not is_scratch(t.path)]
     if changed:
         sep = "、" if lang == "zh" else ", "
         said.append(_LABELS.get(lang, _LABELS["en"])["files"] + sep.join(changed[:8]))
@@ -387,6 +388,7 @@ def summarise_extractive(
     asks = user_asks(session.messages, lang)
     goal = asks[0] if asks else _checkpoint_goal(session, chunks) or session.title
     goal = goal or _LABELS.get(lang, _LABELS["en"])["none"]
+    end = judge_end_state(session, facts)
     return SessionSummary(
         title=_clip(session.title, 80) if session.title else _title(goal),
         goal=goal,
@@ -395,7 +397,8 @@ def summarise_extractive(
         output_files=tuple(facts.output_files),
         open_items=tuple(open_items(session)),
         errors=tuple(Problem(error=e) for e in facts.errors[:NOTE_ERRORS_MAX]),
-        end_state=infer_end_state(session, facts),
+        end_state=end.state,
+        end_evidence=end.evidence,
         language=lang,
         tags=tuple(_tags(session, facts)),
         projects=tuple(_projects(session, facts)),

@@ -102,12 +102,12 @@ def _candidates(messages: Sequence[Message]) -> list[str]:
     return [d.choice[:240] for d in ex.decision_candidates(messages)[:8]]
 
 
-def _end_state(session: Session, facts: Facts) -> str:
-    try:
-        from pipeline.facts.endstate import infer_end_state
-    except ImportError:
-        return "unknown"
-    return str(infer_end_state(session, facts))
+def _end_state(session: Session, facts: Facts) -> tuple[str, str]:
+    """(end state, its evidence): decided from the transcript, never by the model."""
+    from pipeline.facts.endstate import judge_end_state
+
+    verdict = judge_end_state(session, facts)
+    return verdict.state, verdict.evidence
 
 
 def _fallback(session: Session, chunks: Sequence[Chunk], facts: Facts, lang: str) -> SessionSummary:
@@ -334,7 +334,7 @@ async def _summarise(
     parts = [r[0] for r in results]
     hits = sum(1 for r in results if r[1])
 
-    end_state = _end_state(session, facts)
+    end_state, end_evidence = _end_state(session, facts)
     haystack = grounding_text(session, chunks)
     kept, dropped = ground_files([f for p in parts for f in p.files], facts, haystack)
     output_files = _output_files(facts, kept)
@@ -375,6 +375,7 @@ async def _summarise(
         open_items=tuple(dict.fromkeys(open_items)),
         errors=tuple(errors),
         end_state=end_state,  # type: ignore[arg-type]
+        end_evidence=end_evidence,
         language=lang,
         tags=tuple(dict.fromkeys(t.strip().lower() for t in reduced.tags if t.strip())),
         projects=tuple(dict.fromkeys(p.strip() for p in reduced.projects if p.strip())),
