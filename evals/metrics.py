@@ -54,7 +54,19 @@ def transcript_text(session: Session) -> str:
         parts += [m.content, m.carrier_summary or "", m.reasoning or ""]
         for c in m.tool_calls:
             parts.append(c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments, ensure_ascii=False))
+            # and each string value as written: a quoted command is the command, not its JSON escape
+            parts += list(_strings(c.arguments))
     return "\n".join(p for p in parts if p)
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in _strings(v)]
+    return []
 
 
 def _norm_text(text: str) -> str:
@@ -255,17 +267,21 @@ def _grounded(kind: str, value: str, hay: str) -> bool:
     return False
 
 
-def faithfulness_violations(summary: SessionSummary, session: Session) -> list[tuple[str, str]]:
+def faithfulness_violations(summary: SessionSummary, session: Session,
+                            facts: Facts | None = None) -> list[tuple[str, str]]:
     """Claims in the summary text (``claims``) that occur nowhere in the transcript.
 
     The transcript is ``transcript_text(session)`` of the session the summariser was given (after
     redaction), compared whitespace- and case-insensitively with backslashes as slashes. Each
     distinct claim counts once. "After grounding" in the gate means this is measured on the
     final ``SessionSummary``, after the LLM summariser's own grounding step has dropped files it
-    could not find: what is left must be fully grounded.
+    could not find: what is left must be fully grounded. A path ``facts`` derived (``cd x && echo >
+    y`` touched ``x/y``) is grounded too: it comes from the transcript by construction.
     """
     hay = _norm_text(transcript_text(session))
-    return [(k, v) for k, v in claims(summary_text(summary)) if not _grounded(k, v, hay)]
+    derived = {_norm_text(f.path) for f in facts.files} if facts is not None else set()
+    return [(k, v) for k, v in claims(summary_text(summary))
+            if not (k == "path" and _norm_text(v) in derived) and not _grounded(k, v, hay)]
 
 
 # --------------------------------------------------------------------------- language

@@ -94,7 +94,7 @@ def score(p: Prepared, summary: SessionSummary, usage: dict[str, Any], summarise
         "end_state_correct": M.end_state_correct(summary.end_state, p.gold),
         "end_state_exact": M.end_state_exact(summary.end_state, p.gold),
         "false_success": M.false_success(summary.end_state, p.gold),
-        "faithfulness_violations": [f"{k}: {v}" for k, v in M.faithfulness_violations(summary, p.session)],
+        "faithfulness_violations": [f"{k}: {v}" for k, v in M.faithfulness_violations(summary, p.session, p.facts)],
         "language": summary.language, "language_gold": p.gold.language,
         "language_match": M.language_match(summary, p.gold),
         "secrets_leaked": M.secrets_leaked(text, p.gold),

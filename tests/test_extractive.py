@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from pipeline.facts.derive import derive_facts
-from pipeline.facts.endstate import infer_end_state
+from pipeline.facts.endstate import EndVerdict, infer_end_state, judge_end_state
 from pipeline.models import Chunk, Decision, Message, Session, ToolCall
 from pipeline.summarize.extractive import (
     decision_candidates,
@@ -349,3 +349,63 @@ def test_a_pasted_log_ask_becomes_a_labelled_excerpt() -> None:
     typed = [Message(role="user", content="为什么构建失败？\n" + paste)]
     assert user_asks(typed, "zh")[0].startswith("为什么构建失败？")  # typed words: quoted as before, no label
     assert "粘贴" not in user_asks(typed, "zh")[0]
+
+
+# --------------------------------------------------------------------------- end state: evidence and vetoes
+
+
+def _verdict(*messages: Message, **kw: Any) -> EndVerdict:
+
+    s = sess(*messages, **kw)
+    return judge_end_state(s, derive_facts(s))
+
+
+def test_a_harness_error_is_not_a_reply() -> None:
+    """A usage limit answering the last ask leaves it unanswered: never "resolved"."""
+    v = _verdict(u("does the quote cover the regression matrix?"), a("You've hit your limit · resets 5pm"))
+    assert v.state == "failed" and "harness" in v.reason and "hit your limit" in v.quote
+    v = _verdict(u("add tests for it"), a("Done: added tests, all pass."), u("what about the refund path?"),
+                 a("API Error: 529 {\"type\":\"overloaded_error\"}"))
+    assert v.state == "failed"
+
+
+def test_an_interrupt_after_the_claim_vetoes_success() -> None:
+    v = _verdict(u("fix the lint errors"), a("Fixed them all, lint passes."), u("[Request interrupted by user]"))
+    assert v.state == "unresolved" and "cut the run short" in v.reason
+
+
+def test_a_run_the_harness_marked_failed_is_not_resolved() -> None:
+    v = _verdict(u("propose two topics"), a("Done: here are two topics."), end_reason="failed")
+    assert v.state == "failed" and "'failed'" in v.reason
+    # Hermes's ordinary closes are not failures
+    assert _verdict(u("propose two topics"), a("Done: here are two topics."), end_reason="idle_timeout").state == "resolved"
+
+
+def test_a_closing_report_with_work_left_is_not_resolved() -> None:
+    v = _verdict(u("finish task 027"), a("Done with the handoff and pushed. Remaining work: session.test.ts."))
+    assert v.state == "unresolved" and "left" in v.reason
+    v = _verdict(u("完成剩下的工作"), a("已完成大部分修改，仍有2个测试失败。"))
+    assert v.state == "unresolved"
+    # an offer of help is not work left over
+    assert _verdict(u("fix it"), a("已修复。如果还有任何问题，请告诉我。")).state == "resolved"
+    assert _verdict(u("fix it"), a("Fixed. If anything is still failing, tell me.")).state == "resolved"
+
+
+def test_the_note_says_why_and_which_message_decided() -> None:
+    s = sess(u("fix the csv export"), a("Fixed: the export writes UTF-8 now, tests pass."), u("perfect, thanks!"))
+    summary = summarise_extractive(s, [], derive_facts(s))
+    assert summary.end_state == "resolved"
+    assert summary.end_evidence.startswith("the user closed the work (user: perfect, thanks!")
+
+
+def test_every_verdict_has_a_reason() -> None:
+    cases = [sess(), sess(u("do x")), sess(u("do x"), a("Let me look at the files:")), sess(u("why?"), a("Because."))]
+    for s in cases:
+        assert judge_end_state(s, derive_facts(s)).reason
+
+
+def test_phases_name_the_commands_they_ran_not_the_ones_that_looked_or_failed() -> None:
+    s = sess(u("stop tracking .env"), *run("c1", "git status", "clean", 0), *run("c2", "git rm --cached .env", "rm '.env'", 0),
+             *run("c3", "git push --force", "rejected", 1), a("Done: .env is untracked."))
+    done = summarise_extractive(s, [], derive_facts(s)).phases[0].done
+    assert "Ran: `git rm --cached .env`" in done and "git status" not in done and "--force" not in done

@@ -426,3 +426,37 @@ def test_real_hermes_session() -> None:
     assert (got.input_tokens, got.output_tokens, got.cost_usd) == (29726, 725, 0.107353)
     assert (got.message_count, got.user_turns, got.language) == (20, 3, "en")
     assert got.duration_s == pytest.approx(717.9, abs=0.01)
+
+
+# --------------------------------------------------------------------------- outputs from every format
+
+
+def test_outputs_leave_out_deletions_scratch_and_directories() -> None:
+    s = session(call("c1", "terminal", {"command": "echo hi > /tmp/run.log && mv notes.txt docs/notes.md && "
+                                                   "rm -rf node_modules/.cache && rm old.py && touch .next/trace"}),
+                result("c1", {"output": "", "exit_code": 0}))
+    f = derive_facts(s)
+    assert f.output_files == ["docs/notes.md"]
+    assert f.deleted_files == ["notes.txt", "old.py"]
+
+
+def test_aider_and_unknown_edit_tools_count() -> None:
+    msgs = [
+        call("e1", "aider_apply_edit", {"path": "src/app.py"}), result("e1", "Applied edit to src/app.py"),
+        call("m1", "mcp__filesystem__write_file", {"path": "README.md", "content": "x"}), result("m1", "ok"),
+        call("m2", "replace_string_in_file", {"filePath": "src/b.ts"}), result("m2", "ok"),
+        call("m3", "mcp__serena__find_symbol", {"path": "src/c.py"}), result("m3", "found"),
+        call("m4", "update_todo_list", {"todos": []}), result("m4", "ok"),
+    ]
+    assert derive_facts(session(*msgs)).output_files == ["src/app.py", "README.md", "src/b.ts"]
+
+
+def test_a_patch_inside_a_string_literal_is_read() -> None:
+    code = 'const patch = "*** Begin Patch\\n*** Add File: Cargo.toml\\n+[workspace]\\n*** Update File: src/main.rs\\n@@\\n-a\\n+b\\n*** End Patch";'
+    s = session(call("x1", "exec", code), result("x1", "Success"))
+    assert derive_facts(s).output_files == ["Cargo.toml", "src/main.rs"]
+
+
+def test_copilot_edit_headers_name_the_file() -> None:
+    reply = "### [undo.js](file:///home/u/proj/src/undo.js)\n\nFix the buffer.\n\n```js\nlet x = 1\n```"
+    assert edited(u("fix undo"), a(reply)) == ["/home/u/proj/src/undo.js"]

@@ -268,7 +268,12 @@ def test_aider_several_sessions_per_file() -> None:
     assert sessions[0].started_at is not None and sessions[0].started_at.isoformat().startswith("2026-04-22T22:40:12")
     assert len({s.id for s in sessions}) == 3
     users = sum(roles(s)["user"] for s in sessions)
-    assert users == 21
+    # 21 "####" lines, 10 of which are answers to aider's own "Add file to the chat? (Y)es/(N)o..." prompt
+    assert users == 11
+    assert not any("(Y)es/(N)o" in m.content for s in sessions for m in s.messages if m.role == "user")
+    # reasoning models' <thinking-content-…> blocks are reasoning, not the reply
+    assert not any("<thinking-content" in m.content for s in sessions for m in s.messages)
+    assert any(m.reasoning and "thinking-content" in m.reasoning for s in sessions for m in s.messages)
     edits = [c for s in sessions for c in calls(s)]
     assert len(edits) == 5 and all(c.name in ("aider_apply_edit", "aider_commit") for c in edits)
     assert any(re.search("[а-яА-Я]", m.content) for s in sessions for m in s.messages if m.role == "user")

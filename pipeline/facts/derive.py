@@ -49,12 +49,20 @@ _WRITE_TOOLS = frozenset({"write_file", "write", "create_file"})
 _EDIT_TOOLS = frozenset({
     "patch", "edit", "str_replace", "multiedit", "notebookedit", "edit_file", "edit_file_v2",
     "search_replace", "replace", "insert",
+    "aider_apply_edit",  # aider's "Applied edit to <path>" (pipeline.read.aider)
 })
+# Tools no list above names (MCP servers, other harnesses): the verb in the name says what a path
+# argument means. "mcp__fs__write_file", "replace_string_in_file", "insertEditIntoFile" change it;
+# "view", "list", "search" only look. Both need a path argument, so "update_todo_list" touches nothing.
+_CHANGE_VERB = re.compile(r"(?:^|[_.\-]|(?<=[a-z]))(?:write|edit|create|patch|replace|insert|append|save|rename"
+                          r"|modify|update)(?=[_.\-]|[A-Z]|$)", re.I)
+_LOOK_VERB = re.compile(r"(?:^|[_.\-]|(?<=[a-z]))(?:read|view|open|cat|get|list|search|find|grep|glob|stat|show)"
+                        r"(?=[_.\-]|[A-Z]|$)", re.I)
 _EDITOR_TOOLS = frozenset({"str_replace_editor", "str_replace_based_edit_tool"})
 #: Patch tools whose patch text may be missing from the arguments: SpecStory exports put the
 #: call's input (the ``*** Begin Patch`` text) in the block body, which the reader makes the result.
 _PATCH_TOOLS = frozenset({"apply_patch", "applypatch"})
-_PATH_KEYS = ("path", "file_path", "target_file", "notebook_path", "filename", "file")
+_PATH_KEYS = ("path", "file_path", "target_file", "notebook_path", "filename", "file", "filePath", "targetFile")
 
 MAX_COMMAND = 300
 MAX_ERROR = 200
@@ -205,10 +213,16 @@ def result_errors(message: Message, tool_name: str | None = None) -> list[str]:
 # --------------------------------------------------------------------------- per-call extraction
 
 
+def _unescaped(text: str) -> str:
+    """A patch held in a string literal (Codex's ``exec`` tool runs ``const patch = "*** Begin Patch\\n..."``)
+    has its newlines escaped; the headers are only found once they are real newlines again."""
+    return text.replace("\\r\\n", "\n").replace("\\n", "\n") if "\\n*** " in text else text
+
+
 def _patch_ops(patch: str) -> list[tuple[str, FileAction]]:
     ops: list[tuple[str, FileAction]] = []
     last_update: str | None = None
-    for m in _PATCH_HEADER.finditer(patch):
+    for m in _PATCH_HEADER.finditer(_unescaped(patch)):
         verb, path, moved_to = m.groups()
         if moved_to:  # ``*** Move to:`` renames the file named by the preceding Update header
             if last_update:
@@ -230,7 +244,7 @@ def _refused(path: str, output: str) -> bool:
 
 
 def _has_patch(text: object) -> TypeGuard[str]:
-    return isinstance(text, str) and "*** " in text and bool(_PATCH_HEADER.search(text))
+    return isinstance(text, str) and "*** " in text and bool(_PATCH_HEADER.search(_unescaped(text)))
 
 
 def _arg_path(args: dict[str, Any]) -> str | None:
@@ -272,6 +286,10 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
         action = "modified" if "has been updated" in text else "created"
     elif lname in _EDIT_TOOLS or lname in _PATCH_TOOLS:
         action = "modified"
+    elif path and not _LOOK_VERB.search(name):
+        words = name.split("__")[-1]  # MCP tools are "mcp__<server>__<tool>"
+        action = ("created" if re.search(r"create|write|save", words, re.I) else "modified") \
+            if _CHANGE_VERB.search(words) else None
     if action:
         out.add(path, action, name)
 
@@ -281,16 +299,19 @@ def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source:
 
     With a ``source`` in ``_PROSE_EDIT_SOURCES`` and no file-changing tool call at all, the edit
     blocks in assistant replies count too (``prose_edits``): such an export shows edits no other way.
+    Both are read in message order, so a file edited and then moved (``mv``) ends at its new path.
     """
     results = {m.tool_call_id: m for m in messages if m.role == "tool" and m.tool_call_id}
     out = _Touches(cwd)
+    prose = source in _PROSE_EDIT_SOURCES and not any(
+        c.name.lower() in _CHANGE_TOOLS for m in messages for c in m.tool_calls)
+    edits = _ProseEdits() if prose else None
     for m in messages:
+        if edits is not None:
+            for path in edits.feed(m, [t.path for t in out.result()]):
+                out.add(path, "modified", "edit_block")
         for call in m.tool_calls if m.role == "assistant" else ():
             _call_touches(call.name, call.arguments, results.get(call.id) if call.id else None, out)
-    if source in _PROSE_EDIT_SOURCES and not any(
-            c.name.lower() in _CHANGE_TOOLS for m in messages for c in m.tool_calls):
-        for path in prose_edits(messages, [t.path for t in out.result()]):
-            out.add(path, "modified", "edit_block")
     return out.result()
 
 
@@ -385,6 +406,16 @@ def _is_diff(block: re.Match[str]) -> bool:
         re.search(r"^[+-](?![+-]{2})", block.group(2), re.M))
 
 
+_EDIT_HEADER = re.compile(r"^#{2,4} \[[^\]\n]+\]\((file://[^)\s]+)\)\s*$", re.M)
+
+
+def _file_uri_path(uri: str) -> str:
+    from urllib.parse import unquote, urlparse
+
+    path = unquote(urlparse(uri).path)
+    return path[1:] if re.match(r"^/[A-Za-z]:/", path) else path  # file:///c:/x → c:/x
+
+
 def prose_edits(messages: Sequence[Message], known: Sequence[str]) -> list[str]:
     """Files edited through code blocks in assistant replies, for exports with no edit tool calls.
 
@@ -399,19 +430,35 @@ def prose_edits(messages: Sequence[Message], known: Sequence[str]) -> list[str]:
       diffs equals the number of files read since the user's message, those files in order.
     * Bare names resolve to the one path in ``known`` (paths the session's tools touched) that
       ends with them; otherwise they stay as written.
+    * VS Code Copilot's edit headers, ``### [undo.js](file:///home/u/proj/src/undo.js)`` before the
+      changed code, name the file by its URI.
     """
+    edits = _ProseEdits()
     out: list[str] = []
-    reads: list[str] = []
     for m in messages:
-        if m.role == "user":
-            reads = []
-        elif m.role == "assistant":
-            for c in m.tool_calls:
-                if c.name.lower() in _READ_TOOLS and isinstance(c.arguments, dict) and (p := _arg_path(c.arguments)):
-                    reads.append(p)
-            if "```" in m.content:
-                out += _reply_edits(m.content, [*known, *out], reads)
+        out += edits.feed(m, [*known, *out])
     return list(dict.fromkeys(out))
+
+
+class _ProseEdits:
+    """``prose_edits`` one message at a time, so the caller can interleave them with tool calls."""
+
+    def __init__(self) -> None:
+        self.reads: list[str] = []
+
+    def feed(self, m: Message, known: Sequence[str]) -> list[str]:
+        if m.role == "user":
+            self.reads = []
+            return []
+        if m.role != "assistant":
+            return []
+        found = [_file_uri_path(u) for u in _EDIT_HEADER.findall(m.content)]
+        for c in m.tool_calls:
+            if c.name.lower() in _READ_TOOLS and isinstance(c.arguments, dict) and (p := _arg_path(c.arguments)):
+                self.reads.append(p)
+        if "```" in m.content:
+            found += _reply_edits(m.content, [*known, *found], self.reads)
+        return found
 
 
 # --------------------------------------------------------------------------- the stage

@@ -123,8 +123,15 @@ def _tool_signal(messages: Sequence[Message]) -> tuple[bool, bool]:
     return last_ok >= 0 or last_err >= 0, last_err > last_ok
 
 
+def _says_failed(text: str) -> bool:
+    """Failure wording outside conditionals: "If anything still fails, tell me" offers help, it reports nothing."""
+    if not _FAILED.search(text):
+        return False
+    return any(_FAILED.search(s) and not _IF.match(s) for s in _sentences(text))
+
+
 def _claims_done(text: str) -> bool:
-    return bool(_DONE.search(text)) and not _FAILED.search(text)
+    return bool(_DONE.search(text)) and not _says_failed(text)
 
 
 def _cut_off(tail: Sequence[Message], final: str) -> bool:
@@ -243,7 +250,7 @@ def _judge(msgs: list[Message]) -> EndVerdict:
         return _verdict("unresolved", "the last ask got no reply", msgs, last_turn)
     if not closed and _cut_off(tail, final):
         return _verdict("unresolved", "the agent stopped mid-work", msgs, at)
-    if _FAILED.search(final):
+    if _says_failed(final):
         return _verdict("failed" if unfixed else "unresolved", "the final reply says it could not be done", msgs, at)
     if _USER_UNHAPPY.search(ask) and not _claims_done(final):
         return _verdict("unresolved", "the last ask is a complaint the final reply does not answer with a fix",

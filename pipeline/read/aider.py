@@ -24,6 +24,11 @@ _START = re.compile(r"^# aider chat started at (.+?)\s*$")
 _MODEL = re.compile(r"^(?:Main model|Model): (\S+)")
 _EDIT = re.compile(r"^Applied edit to (.+?)\s*$")
 _COMMIT = re.compile(r"^Commit ([0-9a-f]{6,40}) (.*)$")
+# aider logs the user's answer to its own confirmation prompt as a user line ("#### Add file to the chat?
+# (Y)es/(N)o/(A)ll/(S)kip all/(D)on't ask again [Yes]: all"): a keypress, not a request.
+_PROMPT_ANSWER = re.compile(r"\(Y\)es/\(N\)o\b.*\]:\s*\S*\s*$")
+# Reasoning models' thinking, which aider writes into the reply between tags named by a hash.
+_THINKING = re.compile(r"<(thinking-content-[0-9a-f]+)>.*?(?:</\1>|\Z)", re.S)
 _BANNER = re.compile(r"^(Aider v|Main model:|Model:|Weak model:|Editor model:|Git repo:|Repo-map:|Added .* to the chat|Use /help|Cost estimates|https://aider\.chat/HISTORY)")
 
 
@@ -68,9 +73,15 @@ def _session(path: Path, n: int, started: str, lines: list[str]) -> Session:
         if not body:
             continue
         if kind == "user":
-            drafts.append(Draft(role="user", content=body))
+            if _PROMPT_ANSWER.search(body):
+                drafts.append(Draft(role="system", content=body))
+            else:
+                drafts.append(Draft(role="user", content=body))
         elif kind == "assistant":
-            drafts.append(Draft(role="assistant", content=body))
+            thinking = "\n".join(m.group(0) for m in _THINKING.finditer(body))
+            reply = _THINKING.sub("", body).strip()
+            if reply or thinking:
+                drafts.append(Draft(role="assistant", content=reply, reasoning=thinking or None))
         else:
             calls: list[ToolCall] = []
             for line in body_lines:

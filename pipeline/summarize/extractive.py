@@ -31,9 +31,10 @@ from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
 
-from pipeline.facts.derive import file_touches
+from pipeline.facts.derive import COMMAND_TOOLS, file_touches, result_failed
 from pipeline.facts.endstate import _DONE, _FAILED, _claims_done, _tool_signal, judge_end_state
 from pipeline.facts.lang import typed_prose
+from pipeline.facts.shell import command_text
 from pipeline.facts.turns import _has_prose, _kind, _live, _prose, _replies, _sentences, _until_closer
 from pipeline.models import (
     NOTE_ERRORS_MAX,
@@ -115,9 +116,18 @@ def _plain(d: Decision) -> Decision:
 
 _LABELS = {
     "en": {"files": "Files changed: ", "continued": "Continued work", "none": "(no request recorded)",
-           "pasted": "Pasted output: "},
-    "zh": {"files": "改动文件：", "continued": "继续之前的工作", "none": "（未记录到用户请求）", "pasted": "粘贴的输出："},
+           "pasted": "Pasted output: ", "ran": "Ran: "},
+    "zh": {"files": "改动文件：", "continued": "继续之前的工作", "none": "（未记录到用户请求）", "pasted": "粘贴的输出：",
+           "ran": "执行：", },
 }
+#: Commands that only look (list, read, search, report status): what a phase *did* is in the others.
+_LOOK_ONLY = re.compile(
+    r"^(?:cd|ls|ll|dir|pwd|cat|type|head|tail|less|more|wc|file|stat|find|fd|grep|rg|ag|ack|tree|echo|printf|which"
+    r"|whereis|env|printenv|date|whoami|id|uname|ps|top|df|du|free|sleep|true|clear|history|jq|sed -n|awk"
+    r"|curl -[sSI]*I|nl|sort|uniq|cut|diff|cmp|Get-ChildItem|Get-Content|Select-String|Test-Path"
+    r"|git (?:status|log|diff|show|branch(?! -[dDmM])|remote -v|rev-parse|ls-files|blame|config --get|fetch --dry-run)"
+    r"|(?:npm|pnpm|yarn) (?:ls|list|view|info|why|outdated)|pip (?:show|list|freeze)|python3? -c|node -e|docker ps)\b",
+    re.I)
 _EXT_LANG = {"py": "python", "ts": "typescript", "tsx": "typescript", "js": "javascript", "jsx": "javascript",
              "mjs": "javascript", "rs": "rust", "go": "go", "java": "java", "kt": "kotlin", "rb": "ruby",
              "php": "php", "cs": "csharp", "cpp": "cpp", "cc": "cpp", "hpp": "cpp", "c": "c", "h": "c",
@@ -320,10 +330,39 @@ def _done_text(msgs: list[Message], cwd: str | None, lang: str) -> str:
                 if not heading and len(s) >= 12 and (_ACTION.search(s) or _DONE.search(s))][:2]
         said = said or [s for heading, s in sentences if not heading and s][:1] or [s for _, s in sentences if s][:1]
     changed = [t.path for t in file_touches(msgs, cwd) if t.action not in ("read", "deleted") and not is_scratch(t.path)]
+    sep = "、" if lang == "zh" else ", "
     if changed:
-        sep = "、" if lang == "zh" else ", "
         said.append(_LABELS.get(lang, _LABELS["en"])["files"] + sep.join(changed[:8]))
-    return _clip(" ".join(said), 400)
+    ran = _notable_commands(msgs)
+    if ran:
+        # A clipped command keeps its ellipsis outside the code span: the span is quoted as run.
+        said.append(_LABELS.get(lang, _LABELS["en"])["ran"] + "; ".join(
+            f"`{c}`" if len(c) <= 100 else f"`{c[:99].rstrip()}`…" for c in ran))
+    return _clip(" ".join(said), 600)
+
+
+def _notable_commands(msgs: list[Message], limit: int = 4) -> list[str]:
+    """The last few commands of a phase that changed something and did not fail, as run (clipped).
+
+    They are the session's own record of what was done (``git rm --cached .env``, ``mvn -pl common
+    install``), where the replies often only say "done". Reading, listing and status commands are left out.
+    """
+    results = {m.tool_call_id: m for m in msgs if m.role == "tool" and m.tool_call_id}
+    found: dict[str, None] = {}
+    for m in msgs:
+        for call in m.tool_calls if m.role == "assistant" else ():
+            if call.name.lower() not in COMMAND_TOOLS or result_failed(results.get(call.id or "")):
+                continue
+            raw = (command_text(call.arguments) or "").strip()
+            # Scripts (heredocs, several lines, comments, code for an ``exec`` tool) are not one command.
+            if not raw or "\n" in raw or "`" in raw or raw.startswith(("#", "const ", "await ", "import ")):
+                continue
+            cmd = " ".join(raw.split())
+            if _LOOK_ONLY.match(cmd):
+                continue
+            found.pop(cmd, None)
+            found[cmd] = None
+    return list(found)[-limit:]
 
 
 def _phases(session: Session, chunks: Sequence[Chunk], lang: str) -> list[Phase]:
