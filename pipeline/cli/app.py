@@ -10,10 +10,6 @@ them into one ``Error: ...`` line and an exit code (2 bad usage/input, 1 some se
 from __future__ import annotations
 
 import os
-
-# litellm fetches a cost map over the network at import unless told not to.
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
 import re
 import sys
 from collections.abc import Iterable
@@ -194,7 +190,7 @@ def _run(
     if settings.dry_run:
         return report
     if _invocation is not None and not settings.inputs and not promote_skill and not propose_skills:
-        quick.save(_invocation, before=before, out=settings.out, home=settings.home,
+        quick.save(_invocation, before=before, out=settings.out, home=settings.home, env=_invocation_env,
                    report=report.model_dump(mode="json"), setup_notices=report.setup_notices)
     if promote_skill:
         from pipeline.skills.promote import promote_session
@@ -284,12 +280,16 @@ def _tool_apps() -> dict[str, typer.Typer]:
 TOOL_NAMES = ("hook", "import", "skills")
 #: The command line of this process's main command, for ``pipeline.cli.record``'s record of a clean run.
 _invocation: list[str] | None = None
+#: The environment the user started us with. The run record is keyed by it, never by ``os.environ``
+#: after the run: the program sets variables itself (litellm's cost-map switch), and a key built
+#: from those never matched the next run's lookup, so no unchanged re-run was ever answered.
+_invocation_env: dict[str, str] | None = None
 
 
-def main(argv: list[str] | None = None) -> None:
-    global _invocation
+def main(argv: list[str] | None = None, env: dict[str, str] | None = None) -> None:
+    global _invocation, _invocation_env
     args = list(sys.argv[1:] if argv is None else argv)
-    _invocation = args
+    _invocation, _invocation_env = args, dict(os.environ if env is None else env)
     try:
         if args[:1] == ["eval"]:
             # The harness (gold files, cassettes) lives in the repository, not in the wheel.
@@ -309,10 +309,10 @@ def main(argv: list[str] | None = None) -> None:
         typer.echo("Interrupted: notes already written are complete; run again to continue.", err=True)
         raise SystemExit(130) from None
     finally:
-        _invocation = None
+        _invocation = _invocation_env = None
 
 
-def entry() -> None:
+def entry(env: dict[str, str] | None = None) -> None:
     """The ``distill`` command: ``main``, then, if litellm was loaded, an exit without teardown.
 
     Finalising the interpreter after ``import litellm`` (freeing a few thousand modules) took
@@ -321,7 +321,7 @@ def entry() -> None:
     exit handlers still run and output is flushed, only the teardown is skipped.
     """
     try:
-        main()
+        main(env=env)
         code: int | str | None = 0
     except SystemExit as exc:
         code = exc.code

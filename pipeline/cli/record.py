@@ -53,6 +53,8 @@ TOOL_COMMANDS = ("hook", "import", "eval", "skills")
 VOLATILE_ENV = frozenset({"_", "PWD", "OLDPWD", "SHLVL", "COLUMNS", "LINES", "PS1", "PROMPT_COMMAND",
                           "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY", "TERM_SESSION_ID", "WINDOWID",
                           "PYTEST_CURRENT_TEST"})
+#: Variables distill sets in its own process (before importing litellm): never part of a key, whoever set them.
+SELF_SET_ENV = frozenset({"LITELLM_LOCAL_MODEL_COST_MAP"})
 
 Stamp = list[Any]  # [inode, size, mtime_ns], or None for a missing file
 
@@ -99,7 +101,7 @@ def vouchable(argv: list[str]) -> bool:
 
 
 def _key(argv: list[str], env: Mapping[str, str], cwd: str) -> str:
-    environ = sorted((k, v) for k, v in env.items() if k not in VOLATILE_ENV)
+    environ = sorted((k, v) for k, v in env.items() if k not in VOLATILE_ENV and k not in SELF_SET_ENV)
     blob = json.dumps([RECORD_VERSION, __version__, sys.executable, argv, cwd, environ], ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 

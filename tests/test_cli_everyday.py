@@ -1,0 +1,42 @@
+"""Everyday use (issue 17), tested the way a user runs it: the installed ``distill`` in a subprocess
+with the environment a shell gives (``tests/shell.py``), never the in-process app."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from tests.shell import run_distill
+
+ROOT = Path(__file__).resolve().parent.parent
+V31 = ROOT / "fixtures" / "hermes" / "state-v31.db"
+#: 12 logical sessions in the fixture, minus the subagent, cron and tool ones skipped by default.
+DEFAULT_NOTES = 9
+
+
+def _db(tmp_path: Path, fixture: Path = V31) -> Path:
+    db = tmp_path / "state.db"
+    shutil.copy(fixture, db)
+    return db
+
+
+def _imported(stderr: str, module: str) -> bool:
+    """Whether ``PYTHONPROFILEIMPORTTIME`` output on stderr shows ``module`` imported."""
+    return any(line.startswith("import time:") and line.split("|")[-1].strip() == module
+               for line in stderr.splitlines())
+
+
+def test_unchanged_rerun_is_answered_from_the_record_in_a_users_shell(tmp_path: Path) -> None:
+    """README: an unchanged re-run prints the last report without importing pydantic (~50 ms)."""
+    db = _db(tmp_path)
+    args = ("--db", str(db), "--all", "--out", str(tmp_path / "notes"), "--summarizer", "extractive")
+    env = {"PYTHONPROFILEIMPORTTIME": "1"}  # in both runs, as any variable a user's shell exports
+    first = run_distill(*args, home=tmp_path, env=env)
+    assert first.returncode == 0, first.stderr
+    assert _imported(first.stderr, "pydantic")
+    records = list((tmp_path / ".hermes" / "distill" / "runs").glob("*.json"))
+    assert len(records) == 1
+    again = run_distill(*args, home=tmp_path, env=env)
+    assert again.returncode == 0, again.stderr
+    assert not _imported(again.stderr, "pydantic"), "the re-run took the full path, not the record"
+    assert f"{DEFAULT_NOTES} selected, 0 written, {DEFAULT_NOTES} unchanged" in again.stderr
