@@ -6,6 +6,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import frontmatter
+
 from tests.shell import run_distill
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,3 +42,25 @@ def test_unchanged_rerun_is_answered_from_the_record_in_a_users_shell(tmp_path: 
     assert again.returncode == 0, again.stderr
     assert not _imported(again.stderr, "pydantic"), "the re-run took the full path, not the record"
     assert f"{DEFAULT_NOTES} selected, 0 written, {DEFAULT_NOTES} unchanged" in again.stderr
+
+
+def _keys(note: Path) -> list[str]:
+    return list(frontmatter.load(note).metadata)
+
+
+def test_rerender_keeps_the_frontmatter_key_order(tmp_path: Path) -> None:
+    db, out = _db(tmp_path), tmp_path / "notes"
+    args = ("--db", str(db), "--all", "--out", str(out), "--summarizer", "extractive")
+    assert run_distill(*args, home=tmp_path).returncode == 0
+    notes = sorted(out.rglob("*.md"))
+    first = {note: _keys(note) for note in notes}
+    assert all(keys.index("aliases") == 3 for keys in first.values())  # type, id, title, aliases, ...
+    note = notes[0]
+    post = frontmatter.load(note)
+    post["rating"] = 5  # a key of the user's own, kept after the generated ones
+    note.write_text(frontmatter.dumps(post) + "\n", "utf-8")
+    again = run_distill(*args, "--force", home=tmp_path)
+    assert again.returncode == 0, again.stderr
+    for path, keys in first.items():
+        want = [*keys[:-1], "rating", keys[-1]] if path == note else keys
+        assert _keys(path) == want, path
