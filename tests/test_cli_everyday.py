@@ -3,6 +3,7 @@ with the environment a shell gives (``tests/shell.py``), never the in-process ap
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -64,3 +65,12 @@ def test_rerender_keeps_the_frontmatter_key_order(tmp_path: Path) -> None:
     for path, keys in first.items():
         want = [*keys[:-1], "rating", keys[-1]] if path == note else keys
         assert _keys(path) == want, path
+
+
+def test_extractive_summary_line_reports_calls_tokens_and_cost(tmp_path: Path) -> None:
+    proc = run_distill("--db", str(_db(tmp_path)), "--all", "--summarizer", "extractive", home=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert re.fullmatch(rf"{DEFAULT_NOTES} selected, {DEFAULT_NOTES} written, 0 unchanged, 0 skipped, 0 failed "
+                        r"\(extractive: 0 model calls, 0 tokens in, 0 out, \$0; [\d.]+s\) → .*",
+                        proc.stderr.splitlines()[-1])
+    assert "need a summary" not in proc.stderr  # no model, no plan or progress

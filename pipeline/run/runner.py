@@ -104,6 +104,7 @@ def run(
     summarise = summarise or extractive_summary
     if llm is not None:
         summariser_id = report.summarizer = llm.summariser_id
+        report.summarizer_local = llm.choice.embedded
     now = datetime.now(UTC)
     with ExitStack() as stack:
         if llm is not None:
