@@ -74,3 +74,30 @@ def test_extractive_summary_line_reports_calls_tokens_and_cost(tmp_path: Path) -
                         r"\(extractive: 0 model calls, 0 tokens in, 0 out, \$0; [\d.]+s\) → .*",
                         proc.stderr.splitlines()[-1])
     assert "need a summary" not in proc.stderr  # no model, no plan or progress
+
+
+def test_what_selects_nothing_or_is_mistyped_says_so(tmp_path: Path) -> None:
+    db = str(_db(tmp_path))
+    quiet_day = run_distill("--db", db, "--since", "yesterday", home=tmp_path)
+    assert quiet_day.returncode == 0
+    assert re.search(r"no sessions selected \(active since \S+ 00:00; .*\): \S+ has 12 sessions, "
+                     r"the newest active 2026-11-23 \d\d:\d\d", quiet_day.stderr), quiet_day.stderr
+
+    def error(*args: str) -> str:
+        proc = run_distill(*args, home=tmp_path)
+        assert proc.returncode == 2 and proc.stdout == "", proc
+        [line] = proc.stderr.splitlines()
+        assert line.startswith("Error: ")
+        return line
+
+    typo = error("--db", db, "--all", "--source", "clii")
+    assert "--source clii" in typo and "cli (7)" in typo and typo.endswith("did you mean --source cli?")
+    assert error("--db", db, "skils", "pending").endswith("did you mean `distill skills pending`?")
+    assert error("--db", db, "--idle", "2").startswith("Error: --idle '2': not an age")
+
+
+def test_version(tmp_path: Path) -> None:
+    from pipeline import __version__
+
+    proc = run_distill("--version", home=tmp_path)
+    assert (proc.returncode, proc.stdout) == (0, f"distill {__version__}\n")

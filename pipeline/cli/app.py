@@ -31,11 +31,11 @@ _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
-def parse_age(text: str) -> float:
+def parse_age(text: str, option: str = "--idle") -> float:
     """'90m', '2h', '3d', '1w' → seconds."""
     m = _AGE.match(text.lower())
     if not m:
-        raise InputError(f"{text!r}: not an age; use forms like 30m, 2h, 3d or 1w")
+        raise InputError(f"{option} {text!r}: not an age; use forms like 30m, 2h, 3d or 1w (a unit is required)")
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
@@ -55,6 +55,24 @@ def parse_when(text: str, now: datetime | None = None) -> datetime:
     except ValueError:
         raise InputError(f"--since {text!r}: use yesterday, today, an age like 6h, or a date like 2026-11-30") from None
     return when if when.tzinfo else when.astimezone()
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from pipeline import __version__
+
+        typer.echo(f"distill {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
+def _command_hint(sessions: list[str], exc: DistillError) -> str:
+    """`distill skils pending` reads `skils` as a session id: when it fails, say which command was meant."""
+    import difflib
+
+    if not sessions or not isinstance(exc, InputError):
+        return ""
+    close = difflib.get_close_matches(sessions[0], TOOL_NAMES, n=1, cutoff=0.7)
+    return f"; did you mean `distill {' '.join([close[0], *sessions[1:]])}`?" if close else ""
 
 
 @app.command(
@@ -119,6 +137,9 @@ def distill(
     json_: Annotated[bool, typer.Option("--json", help="Print the run report as JSON.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", is_eager=True, callback=_print_version, help="Print distill's version and exit.")
+    ] = False,
 ) -> None:
     try:
         report = _run(
@@ -132,7 +153,7 @@ def distill(
     except DistillError as exc:
         if debug:
             raise
-        typer.echo(f"Error: {exc}", err=True)
+        typer.echo(f"Error: {exc}{_command_hint(sessions or [], exc)}", err=True)
         raise typer.Exit(exc.exit_code) from None
     if json_:
         typer.echo(report.model_dump_json(indent=2))
@@ -166,7 +187,7 @@ def _run(
     settings = build_settings(
         db=db, profile=profile, out=out, sessions=[a for a in sessions if Path(a).expanduser() not in inputs],
         inputs=inputs, input_format=from_, select_all=all_,
-        since=parse_when(since) if since else None, idle=parse_age(idle) if idle else None,
+        since=parse_when(since) if since else None, idle=parse_age(idle, "--idle") if idle else None,
         include_sources=source,
         exclude_sources=list(DEFAULT_EXCLUDED_SOURCES if exclude_source is None else exclude_source),
         dry_run=dry_run, force=force, summarizer=summarizer, jobs=jobs or 0, **model_opts,

@@ -44,7 +44,9 @@ def select_sessions(
     """Root ids of the logical sessions this run covers, oldest first.
 
     Sessions named explicitly still obey the source filters (the post-session hook relies on it),
-    but each one filtered out is explained in ``notices``.
+    but each one filtered out is explained in ``notices``. ``--source`` naming a source no session
+    has is a typo until shown otherwise: an error when nothing else was selected, else a notice.
+    A selection that comes out empty says what the database does hold.
     """
     now = time.time() if now is None else now
     rows = db.rows()
@@ -54,12 +56,14 @@ def select_sessions(
         ids = db.logical_ids()
     else:
         raise InputError("say which sessions: a session id or title, --since WHEN, --idle AGE or --all")
-    picked = []
+    picked: dict[str, float] = {}  # id → last active
+    sources: dict[str, int] = {}
     for sid in ids:
         row = rows[sid]
         source = str(row.data.get("source") or "")
         if "_delegate_from" in row.markers:
             source = "subagent"
+        sources[source] = sources.get(source, 0) + 1
         if (settings.include_sources and source not in settings.include_sources) or (
             not settings.include_sources and source in settings.exclude_sources
         ):
@@ -71,8 +75,56 @@ def select_sessions(
             continue
         if settings.idle is not None and now - last < settings.idle:
             continue
-        picked.append(sid)
-    return picked
+        picked[sid] = last
+    if not settings.sessions:
+        _check_sources(settings, sources, selected=len(picked), db=db, notices=notices)
+        if not picked and notices is not None:
+            notices.append(_nothing_selected(db, ids, settings))
+    return list(picked)
+
+
+def _check_sources(
+    settings: Settings, sources: dict[str, int], *, selected: int, db: HermesDB, notices: list[str] | None
+) -> None:
+    missing = [s for s in settings.include_sources if s not in sources]
+    if not missing:
+        return
+    import difflib
+
+    have = ", ".join(f"{s or '(none)'} ({n})" for s, n in sorted(sources.items(), key=lambda kv: -kv[1]))
+    hints = [m for s in missing for m in difflib.get_close_matches(s, list(sources), n=1)]
+    message = (f"--source {', '.join(missing)}: no session in {db.path} has {'this source' if len(missing) == 1 else 'these sources'}; "
+               f"sources there: {have or 'none'}" + (f"; did you mean --source {hints[0]}?" if hints else ""))
+    if not selected:
+        raise InputError(message)
+    if notices is not None:
+        notices.append(message)
+
+
+def _nothing_selected(db: HermesDB, ids: list[str], settings: Settings) -> str:
+    """What an empty selection says: what was asked, and how many sessions there are, the newest when."""
+    asked = []
+    if settings.since:
+        asked.append(f"active since {settings.since:%Y-%m-%d %H:%M}")
+    if settings.idle is not None:
+        asked.append(f"idle for at least {_age(settings.idle)}")
+    if settings.include_sources:
+        asked.append(f"source {' or '.join(settings.include_sources)}")
+    elif settings.exclude_sources:
+        asked.append(f"source not {', '.join(settings.exclude_sources)}")
+    if not ids:
+        return f"no sessions selected: {db.path} has no sessions yet"
+    newest = max(db.last_active(sid) for sid in ids)
+    when = datetime.fromtimestamp(newest).astimezone()
+    return (f"no sessions selected ({'; '.join(asked)}): {db.path} has {len(ids)} sessions, "
+            f"the newest active {when:%Y-%m-%d %H:%M} (local time)")
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
 
 
 def run(
