@@ -101,3 +101,18 @@ def test_version(tmp_path: Path) -> None:
 
     proc = run_distill("--version", home=tmp_path)
     assert (proc.returncode, proc.stdout) == (0, f"distill {__version__}\n")
+
+
+def test_demo_touches_nothing_in_the_hermes_home(tmp_path: Path) -> None:
+    from evals.stub_llm_server import StubServer
+
+    work = tmp_path / "work"
+    work.mkdir()
+    with StubServer(delay=0) as stub:  # a configured model: the demo's summaries are cached too
+        env = {"DISTILL_MODEL": "openai/stub", "DISTILL_API_BASE": stub.api_base}
+        for _ in range(2):
+            proc = run_distill("--demo", home=tmp_path, env=env, cwd=work)
+            assert proc.returncode == 0, proc.stderr
+        assert stub.calls
+    assert len(list((work / "distill-demo").rglob("*.md"))) >= 3
+    assert not (tmp_path / ".hermes").exists(), sorted(map(str, (tmp_path / ".hermes").rglob("*")))

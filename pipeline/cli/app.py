@@ -176,6 +176,9 @@ def _run(
         from pipeline.resources import demo_db
 
         db, out, all_ = demo_db(), out or Path("distill-demo"), True
+        # The demo touches nothing of the user's Hermes home: its summary cache (and the model's
+        # rate) live beside its notes, and it leaves no run record (see below).
+        model_opts = {**model_opts, "cache_path": Path(out).expanduser() / ".distill" / "cache.db"}
     # A positional argument that names an existing path is a transcript to read, not a session id.
     inputs = [Path(a).expanduser() for a in sessions if Path(a).expanduser().exists()]
     if from_ and not inputs:
@@ -210,7 +213,7 @@ def _run(
     report = run(settings, progress=progress, on_result=on_result)
     if settings.dry_run:
         return report
-    if _invocation is not None and not settings.inputs and not promote_skill and not propose_skills:
+    if _invocation is not None and not settings.inputs and not promote_skill and not propose_skills and not demo:
         quick.save(_invocation, before=before, out=settings.out, home=settings.home, env=_invocation_env,
                    report=report.model_dump(mode="json"), setup_notices=report.setup_notices)
     if promote_skill:
