@@ -15,13 +15,16 @@ import sys
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from pipeline.config import DEFAULT_EXCLUDED_SOURCES, build_settings
 from pipeline.errors import DistillError, InputError
-from pipeline.models import RunReport, SessionResult
+from pipeline.models import RunReport
+
+if TYPE_CHECKING:
+    from pipeline.cli.progress import RunWatch
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -132,6 +135,9 @@ def distill(
                      help="Sessions in parallel: worker processes for extractive (default min(CPUs, 4)), "
                           "concurrent model calls for LLM summaries; e.g. --jobs 8."),
     ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="Only the N most recently active of the selected sessions.")
+    ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be written; write nothing.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Re-render even when nothing changed.")] = False,
     json_: Annotated[bool, typer.Option("--json", help="Print the run report as JSON.")] = False,
@@ -141,20 +147,30 @@ def distill(
         bool, typer.Option("--version", is_eager=True, callback=_print_version, help="Print distill's version and exit.")
     ] = False,
 ) -> None:
+    from pipeline.cli.progress import RunWatch
+
+    watch = RunWatch(quiet=quiet or json_)
     try:
         report = _run(
             sessions=sessions or [], from_=from_, db=db, profile=profile, out=out, demo=demo, all_=all_, since=since,
             idle=idle, source=source or [], exclude_source=exclude_source, summarizer=summarizer,
             jobs=jobs, dry_run=dry_run, force=force, quiet=quiet or json_, promote_skill=promote_skill,
-            propose_skills=propose_skills,
+            propose_skills=propose_skills, watch=watch,
             model_opts={"model": model, "api_base": api_base, "local_model": local_model, "lang": lang,
-                        "max_cost": max_cost, "max_tokens": max_tokens},
+                        "max_cost": max_cost, "max_tokens": max_tokens, "limit": limit},
         )
     except DistillError as exc:
         if debug:
             raise
         typer.echo(f"Error: {exc}{_command_hint(sessions or [], exc)}", err=True)
         raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        # Here, not in ``main``: typer turns a KeyboardInterrupt that leaves the command into a bare exit 130.
+        # Writes are atomic, the index is saved and a local model server is stopped on the way out.
+        typer.echo(watch.interrupted(), err=True)
+        raise typer.Exit(130) from None
+    finally:
+        watch.close()
     if json_:
         typer.echo(report.model_dump_json(indent=2))
     elif not quiet:
@@ -166,7 +182,7 @@ def _run(
     *, sessions: list[str], from_: str | None, db: Path | None, profile: str | None, out: Path | None, demo: bool, all_: bool,
     since: str | None, idle: str | None, source: list[str], exclude_source: list[str] | None, summarizer: str,
     jobs: int | None, dry_run: bool, force: bool, quiet: bool, promote_skill: bool, propose_skills: bool,
-    model_opts: dict[str, Any],
+    model_opts: dict[str, Any], watch: RunWatch,
 ) -> RunReport:
     from pipeline.run.runner import run
 
@@ -205,12 +221,11 @@ def _run(
     if settings.out.exists() and not settings.out.is_dir():
         raise InputError(f"--out {settings.out}: exists and is not a directory")
     progress = None if quiet else _progress
-    on_result = None if quiet else _echo_result
     from pipeline.cli import record as quick
 
     # Taken before the run reads the database: a write during the run makes the next run a full one.
     before = {} if settings.inputs else quick.db_stamps(settings.db)
-    report = run(settings, progress=progress, on_result=on_result)
+    report = run(settings, progress=progress, on_result=watch.result, on_plan=watch.plan)
     if settings.dry_run:
         return report
     if _invocation is not None and not settings.inputs and not promote_skill and not propose_skills and not demo:
@@ -244,13 +259,6 @@ def _progress(total: int) -> Iterable[int]:
         for i in range(total):
             yield i
             bar.advance(task)
-
-
-def _echo_result(result: SessionResult) -> None:
-    from pipeline.cli.record import result_lines
-
-    for to_err, line in result_lines(result.model_dump(mode="json")):
-        typer.echo(line, err=to_err)
 
 
 def _print_summary(report: RunReport) -> None:
