@@ -133,7 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(args.work, ignore_errors=True)
     args.work.mkdir(parents=True)
     facts = db_facts(args.db)
-    base_env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    # What a user's shell gives, nothing distill sets for itself: presetting litellm's cost-map
+    # switch here once hid a run record that never matched (issue 17, defect 1).
+    base_env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
     rows: list[tuple[str, dict, int, dict]] = []  # label, facts, outputs, measurement
 
     def home(name: str) -> dict[str, str]:

@@ -48,6 +48,7 @@ class Settings(BaseModel):
     select_all: bool = False
     since: datetime | None = Field(None, description="Sessions active at or after this time.")
     idle: float | None = Field(None, description="Only sessions idle for at least this many seconds.")
+    limit: int | None = Field(None, ge=1, description="Only the N most recently active of the selected sessions.")
     include_sources: list[str] = Field(default_factory=list)
     exclude_sources: list[str] = Field(default_factory=lambda: list(DEFAULT_EXCLUDED_SOURCES))
     dry_run: bool = False

@@ -269,6 +269,8 @@ class RunReport(BaseModel):
     db: str | None = None
     out: str | None = None
     summarizer: str = "extractive"
+    #: the summariser's model is the embedded one, served on this machine: nothing left it
+    summarizer_local: bool = False
     selected: int = 0
     written: int = 0
     unchanged: int = 0

@@ -54,7 +54,7 @@ def _masked(text: str) -> str:
     import re
 
     text = re.sub(r'"elapsed_s": [0-9.]+', '"elapsed_s": 0', text)
-    return re.sub(r"\(extractive, [0-9.]+s\)", "(extractive, Ns)", text)
+    return re.sub(r"; [0-9.]+s\) → ", "; Ns) → ", text)
 
 
 @pytest.mark.parametrize("flags", [("--json",), ()], ids=["json", "text"])

@@ -10,22 +10,21 @@ them into one ``Error: ...`` line and an exit code (2 bad usage/input, 1 some se
 from __future__ import annotations
 
 import os
-
-# litellm fetches a cost map over the network at import unless told not to.
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
 import re
 import sys
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from pipeline.config import DEFAULT_EXCLUDED_SOURCES, build_settings
 from pipeline.errors import DistillError, InputError
-from pipeline.models import RunReport, SessionResult
+from pipeline.models import RunReport
+
+if TYPE_CHECKING:
+    from pipeline.cli.progress import RunWatch
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -35,11 +34,11 @@ _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
-def parse_age(text: str) -> float:
+def parse_age(text: str, option: str = "--idle") -> float:
     """'90m', '2h', '3d', '1w' → seconds."""
     m = _AGE.match(text.lower())
     if not m:
-        raise InputError(f"{text!r}: not an age; use forms like 30m, 2h, 3d or 1w")
+        raise InputError(f"{option} {text!r}: not an age; use forms like 30m, 2h, 3d or 1w (a unit is required)")
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
@@ -59,6 +58,24 @@ def parse_when(text: str, now: datetime | None = None) -> datetime:
     except ValueError:
         raise InputError(f"--since {text!r}: use yesterday, today, an age like 6h, or a date like 2026-11-30") from None
     return when if when.tzinfo else when.astimezone()
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from pipeline import __version__
+
+        typer.echo(f"distill {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
+def _command_hint(sessions: list[str], exc: DistillError) -> str:
+    """`distill skils pending` reads `skils` as a session id: when it fails, say which command was meant."""
+    import difflib
+
+    if not sessions or not isinstance(exc, InputError):
+        return ""
+    close = difflib.get_close_matches(sessions[0], TOOL_NAMES, n=1, cutoff=0.7)
+    return f"; did you mean `distill {' '.join([close[0], *sessions[1:]])}`?" if close else ""
 
 
 @app.command(
@@ -118,26 +135,42 @@ def distill(
                      help="Sessions in parallel: worker processes for extractive (default min(CPUs, 4)), "
                           "concurrent model calls for LLM summaries; e.g. --jobs 8."),
     ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="Only the N most recently active of the selected sessions.")
+    ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be written; write nothing.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Re-render even when nothing changed.")] = False,
     json_: Annotated[bool, typer.Option("--json", help="Print the run report as JSON.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", is_eager=True, callback=_print_version, help="Print distill's version and exit.")
+    ] = False,
 ) -> None:
+    from pipeline.cli.progress import RunWatch
+
+    watch = RunWatch(quiet=quiet or json_)
     try:
         report = _run(
             sessions=sessions or [], from_=from_, db=db, profile=profile, out=out, demo=demo, all_=all_, since=since,
             idle=idle, source=source or [], exclude_source=exclude_source, summarizer=summarizer,
             jobs=jobs, dry_run=dry_run, force=force, quiet=quiet or json_, promote_skill=promote_skill,
-            propose_skills=propose_skills,
+            propose_skills=propose_skills, watch=watch,
             model_opts={"model": model, "api_base": api_base, "local_model": local_model, "lang": lang,
-                        "max_cost": max_cost, "max_tokens": max_tokens},
+                        "max_cost": max_cost, "max_tokens": max_tokens, "limit": limit},
         )
     except DistillError as exc:
         if debug:
             raise
-        typer.echo(f"Error: {exc}", err=True)
+        typer.echo(f"Error: {exc}{_command_hint(sessions or [], exc)}", err=True)
         raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        # Here, not in ``main``: typer turns a KeyboardInterrupt that leaves the command into a bare exit 130.
+        # Writes are atomic, the index is saved and a local model server is stopped on the way out.
+        typer.echo(watch.interrupted(), err=True)
+        raise typer.Exit(130) from None
+    finally:
+        watch.close()
     if json_:
         typer.echo(report.model_dump_json(indent=2))
     elif not quiet:
@@ -149,7 +182,7 @@ def _run(
     *, sessions: list[str], from_: str | None, db: Path | None, profile: str | None, out: Path | None, demo: bool, all_: bool,
     since: str | None, idle: str | None, source: list[str], exclude_source: list[str] | None, summarizer: str,
     jobs: int | None, dry_run: bool, force: bool, quiet: bool, promote_skill: bool, propose_skills: bool,
-    model_opts: dict[str, Any],
+    model_opts: dict[str, Any], watch: RunWatch,
 ) -> RunReport:
     from pipeline.run.runner import run
 
@@ -159,6 +192,9 @@ def _run(
         from pipeline.resources import demo_db
 
         db, out, all_ = demo_db(), out or Path("distill-demo"), True
+        # The demo touches nothing of the user's Hermes home: its summary cache (and the model's
+        # rate) live beside its notes, and it leaves no run record (see below).
+        model_opts = {**model_opts, "cache_path": Path(out).expanduser() / ".distill" / "cache.db"}
     # A positional argument that names an existing path is a transcript to read, not a session id.
     inputs = [Path(a).expanduser() for a in sessions if Path(a).expanduser().exists()]
     if from_ and not inputs:
@@ -170,7 +206,7 @@ def _run(
     settings = build_settings(
         db=db, profile=profile, out=out, sessions=[a for a in sessions if Path(a).expanduser() not in inputs],
         inputs=inputs, input_format=from_, select_all=all_,
-        since=parse_when(since) if since else None, idle=parse_age(idle) if idle else None,
+        since=parse_when(since) if since else None, idle=parse_age(idle, "--idle") if idle else None,
         include_sources=source,
         exclude_sources=list(DEFAULT_EXCLUDED_SOURCES if exclude_source is None else exclude_source),
         dry_run=dry_run, force=force, summarizer=summarizer, jobs=jobs or 0, **model_opts,
@@ -185,16 +221,15 @@ def _run(
     if settings.out.exists() and not settings.out.is_dir():
         raise InputError(f"--out {settings.out}: exists and is not a directory")
     progress = None if quiet else _progress
-    on_result = None if quiet else _echo_result
     from pipeline.cli import record as quick
 
     # Taken before the run reads the database: a write during the run makes the next run a full one.
     before = {} if settings.inputs else quick.db_stamps(settings.db)
-    report = run(settings, progress=progress, on_result=on_result)
+    report = run(settings, progress=progress, on_result=watch.result, on_plan=watch.plan)
     if settings.dry_run:
         return report
-    if _invocation is not None and not settings.inputs and not promote_skill and not propose_skills:
-        quick.save(_invocation, before=before, out=settings.out, home=settings.home,
+    if _invocation is not None and not settings.inputs and not promote_skill and not propose_skills and not demo:
+        quick.save(_invocation, before=before, out=settings.out, home=settings.home, env=_invocation_env,
                    report=report.model_dump(mode="json"), setup_notices=report.setup_notices)
     if promote_skill:
         from pipeline.skills.promote import promote_session
@@ -224,13 +259,6 @@ def _progress(total: int) -> Iterable[int]:
         for i in range(total):
             yield i
             bar.advance(task)
-
-
-def _echo_result(result: SessionResult) -> None:
-    from pipeline.cli.record import result_lines
-
-    for to_err, line in result_lines(result.model_dump(mode="json")):
-        typer.echo(line, err=to_err)
 
 
 def _print_summary(report: RunReport) -> None:
@@ -284,12 +312,16 @@ def _tool_apps() -> dict[str, typer.Typer]:
 TOOL_NAMES = ("hook", "import", "skills")
 #: The command line of this process's main command, for ``pipeline.cli.record``'s record of a clean run.
 _invocation: list[str] | None = None
+#: The environment the user started us with. The run record is keyed by it, never by ``os.environ``
+#: after the run: the program sets variables itself (litellm's cost-map switch), and a key built
+#: from those never matched the next run's lookup, so no unchanged re-run was ever answered.
+_invocation_env: dict[str, str] | None = None
 
 
-def main(argv: list[str] | None = None) -> None:
-    global _invocation
+def main(argv: list[str] | None = None, env: dict[str, str] | None = None) -> None:
+    global _invocation, _invocation_env
     args = list(sys.argv[1:] if argv is None else argv)
-    _invocation = args
+    _invocation, _invocation_env = args, dict(os.environ if env is None else env)
     try:
         if args[:1] == ["eval"]:
             # The harness (gold files, cassettes) lives in the repository, not in the wheel.
@@ -309,10 +341,10 @@ def main(argv: list[str] | None = None) -> None:
         typer.echo("Interrupted: notes already written are complete; run again to continue.", err=True)
         raise SystemExit(130) from None
     finally:
-        _invocation = None
+        _invocation = _invocation_env = None
 
 
-def entry() -> None:
+def entry(env: dict[str, str] | None = None) -> None:
     """The ``distill`` command: ``main``, then, if litellm was loaded, an exit without teardown.
 
     Finalising the interpreter after ``import litellm`` (freeing a few thousand modules) took
@@ -321,7 +353,7 @@ def entry() -> None:
     exit handlers still run and output is flushed, only the teardown is skipped.
     """
     try:
-        main()
+        main(env=env)
         code: int | str | None = 0
     except SystemExit as exc:
         code = exc.code

@@ -6,6 +6,7 @@ and the pipeline load only when there is work to do.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from pipeline.cli.record import answer
@@ -13,10 +14,13 @@ from pipeline.cli.record import answer
 
 def entry() -> None:
     """The ``distill`` command: an unchanged re-run answered here, anything else by ``pipeline.cli.app``."""
-    code = answer(sys.argv[1:])
+    # The user's environment, before any import can add to it: both the lookup here and the record
+    # the full run saves are keyed by this one copy.
+    env = dict(os.environ)
+    code = answer(sys.argv[1:], env)
     if code is not None:
         sys.stdout.flush()
         raise SystemExit(code)
     from pipeline.cli.app import entry as full_run
 
-    full_run()
+    full_run(env)

@@ -53,6 +53,8 @@ TOOL_COMMANDS = ("hook", "import", "eval", "skills")
 VOLATILE_ENV = frozenset({"_", "PWD", "OLDPWD", "SHLVL", "COLUMNS", "LINES", "PS1", "PROMPT_COMMAND",
                           "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY", "TERM_SESSION_ID", "WINDOWID",
                           "PYTEST_CURRENT_TEST"})
+#: Variables distill sets in its own process (before importing litellm): never part of a key, whoever set them.
+SELF_SET_ENV = frozenset({"LITELLM_LOCAL_MODEL_COST_MAP"})
 
 Stamp = list[Any]  # [inode, size, mtime_ns], or None for a missing file
 
@@ -73,14 +75,36 @@ def result_lines(result: Mapping[str, Any]) -> list[tuple[bool, str]]:
 
 
 def summary_lines(report: Mapping[str, Any]) -> list[str]:
-    """The closing lines the CLI prints to stderr: counts, then the run's notices."""
+    """The closing lines the CLI prints to stderr: counts, the model's use and the time, then the notices.
+
+    The embedded model is named as local: its litellm id (``openai/qwen...``) reads as if session
+    text went to OpenAI, when it never left the machine.
+    """
     verb = "would write" if report["dry_run"] else "written"
+    model = str(report["summarizer"])
+    if report.get("summarizer_local"):
+        model = f"local model {model.split('/', 1)[-1]}"
+    cached = f" + {report['cache_hits']} cached" if report.get("cache_hits") else ""
+    cost = f"${report['cost_usd']:.4f}" if report.get("cost_usd") else "$0"
     return [
         f"{report['selected']} selected, {report['written']} {verb}, {report['unchanged']} unchanged, "
-        f"{report['skipped']} skipped, {report['failed']} failed ({report['summarizer']}, "
-        f"{report['elapsed_s']:.2f}s) → {report['out']}",
+        f"{report['skipped']} skipped, {report['failed']} failed ({model}: {report['llm_calls']} model calls{cached}, "
+        f"{report['input_tokens']:,} tokens in, {report['output_tokens']:,} out, {cost}; "
+        f"{duration(report['elapsed_s'])}) → {report['out']}",
         *report["notices"],
     ]
+
+
+def duration(seconds: float, *, coarse: bool = False) -> str:
+    """0.29s, 42.0s, 16m02s, 3h05m: what a person reads at a glance (``coarse``: whole seconds)."""
+    if seconds < 60:
+        if coarse:
+            return f"{max(1, round(seconds))}s"
+        return f"{seconds:.2f}s" if seconds < 10 else f"{seconds:.1f}s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    return f"{minutes // 60}h{minutes % 60:02d}m"
 
 
 def report_json(report: Mapping[str, Any]) -> str:
@@ -99,7 +123,7 @@ def vouchable(argv: list[str]) -> bool:
 
 
 def _key(argv: list[str], env: Mapping[str, str], cwd: str) -> str:
-    environ = sorted((k, v) for k, v in env.items() if k not in VOLATILE_ENV)
+    environ = sorted((k, v) for k, v in env.items() if k not in VOLATILE_ENV and k not in SELF_SET_ENV)
     blob = json.dumps([RECORD_VERSION, __version__, sys.executable, argv, cwd, environ], ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 

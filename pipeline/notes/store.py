@@ -395,7 +395,8 @@ def merge_frontmatter(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any
     merged = dict(new)
     for key in ("aliases", "tags"):
         if key in new or key in old:
-            merged.pop(key, None)
+            # Assigned in place: a key keeps its rendered position, so a re-render leaves the
+            # frontmatter's order as it was and a vault under version control does not churn.
             merged[key] = _union(_as_list(new.get(key)), _as_list(old.get(key)))
     for key, value in old.items():
         if key not in merged and key not in GENERATED_KEYS:

@@ -14,7 +14,7 @@ from contextlib import ExitStack
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.config import Settings
 from pipeline.errors import InputError
@@ -34,17 +34,23 @@ from pipeline.run.steps import (
     skills_lookup,
 )
 
+if TYPE_CHECKING:
+    from pipeline.run.window import Plan
+
 #: Above this many selected sessions, their message counts are read in one scan (``preload_message_stats``).
 MANY_SESSIONS = 100
 
 
 def select_sessions(
-    db: HermesDB, settings: Settings, *, now: float | None = None, notices: list[str] | None = None
+    db: HermesDB, settings: Settings, *, now: float | None = None, notices: list[str] | None = None,
+    newest_first: bool = False,
 ) -> list[str]:
-    """Root ids of the logical sessions this run covers, oldest first.
+    """Root ids of the logical sessions this run covers, oldest first (or ``newest_first``).
 
     Sessions named explicitly still obey the source filters (the post-session hook relies on it),
-    but each one filtered out is explained in ``notices``.
+    but each one filtered out is explained in ``notices``. ``--source`` naming a source no session
+    has is a typo until shown otherwise: an error when nothing else was selected, else a notice.
+    A selection that comes out empty says what the database does hold.
     """
     now = time.time() if now is None else now
     rows = db.rows()
@@ -54,12 +60,14 @@ def select_sessions(
         ids = db.logical_ids()
     else:
         raise InputError("say which sessions: a session id or title, --since WHEN, --idle AGE or --all")
-    picked = []
+    picked: dict[str, float] = {}  # id → last active
+    sources: dict[str, int] = {}
     for sid in ids:
         row = rows[sid]
         source = str(row.data.get("source") or "")
         if "_delegate_from" in row.markers:
             source = "subagent"
+        sources[source] = sources.get(source, 0) + 1
         if (settings.include_sources and source not in settings.include_sources) or (
             not settings.include_sources and source in settings.exclude_sources
         ):
@@ -71,8 +79,61 @@ def select_sessions(
             continue
         if settings.idle is not None and now - last < settings.idle:
             continue
-        picked.append(sid)
-    return picked
+        picked[sid] = last
+    if not settings.sessions:
+        _check_sources(settings, sources, selected=len(picked), db=db, notices=notices)
+        if not picked and notices is not None:
+            notices.append(_nothing_selected(db, ids, settings))
+    order = list(picked)
+    if settings.limit is not None or newest_first:
+        recent = sorted(order, key=lambda sid: picked[sid], reverse=True)[: settings.limit]
+        kept = set(recent)
+        order = recent if newest_first else [sid for sid in order if sid in kept]
+    return order
+
+
+def _check_sources(
+    settings: Settings, sources: dict[str, int], *, selected: int, db: HermesDB, notices: list[str] | None
+) -> None:
+    missing = [s for s in settings.include_sources if s not in sources]
+    if not missing:
+        return
+    import difflib
+
+    have = ", ".join(f"{s or '(none)'} ({n})" for s, n in sorted(sources.items(), key=lambda kv: -kv[1]))
+    hints = [m for s in missing for m in difflib.get_close_matches(s, list(sources), n=1)]
+    message = (f"--source {', '.join(missing)}: no session in {db.path} has {'this source' if len(missing) == 1 else 'these sources'}; "
+               f"sources there: {have or 'none'}" + (f"; did you mean --source {hints[0]}?" if hints else ""))
+    if not selected:
+        raise InputError(message)
+    if notices is not None:
+        notices.append(message)
+
+
+def _nothing_selected(db: HermesDB, ids: list[str], settings: Settings) -> str:
+    """What an empty selection says: what was asked, and how many sessions there are, the newest when."""
+    asked = []
+    if settings.since:
+        asked.append(f"active since {settings.since:%Y-%m-%d %H:%M}")
+    if settings.idle is not None:
+        asked.append(f"idle for at least {_age(settings.idle)}")
+    if settings.include_sources:
+        asked.append(f"source {' or '.join(settings.include_sources)}")
+    elif settings.exclude_sources:
+        asked.append(f"source not {', '.join(settings.exclude_sources)}")
+    if not ids:
+        return f"no sessions selected: {db.path} has no sessions yet"
+    newest = max(db.last_active(sid) for sid in ids)
+    when = datetime.fromtimestamp(newest).astimezone()
+    return (f"no sessions selected ({'; '.join(asked)}): {db.path} has {len(ids)} sessions, "
+            f"the newest active {when:%Y-%m-%d %H:%M} (local time)")
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
 
 
 def run(
@@ -82,11 +143,18 @@ def run(
     summariser_id: str = "extractive",
     progress: Callable[[int], Iterable[int]] | None = None,
     on_result: Callable[[SessionResult], None] | None = None,
+    on_plan: Callable[[Plan], None] | None = None,
 ) -> RunReport:
     """Distil the sessions ``settings`` selects into ``settings.out``.
 
     With no ``summarise`` given, the summariser follows ``settings.summarizer``: a model when one
     is configured or embedded (see ``pipeline.run.window``), else the extractive summariser.
+
+    A run without a model wraps its loop in ``progress(total)``. A run with one works newest first
+    and calls ``on_plan`` before the first call (how many sessions need a summary, the last run's
+    rate): results arrive one by one through ``on_result``, and the caller shows its own progress.
+    Stopped part-way (Ctrl-C), the notes written so far are recorded in the index and fingerprints,
+    so the same command goes on where this one stopped.
     """
     from pipeline.notes.store import NoteStore
 
@@ -104,6 +172,7 @@ def run(
     summarise = summarise or extractive_summary
     if llm is not None:
         summariser_id = report.summarizer = llm.summariser_id
+        report.summarizer_local = llm.choice.embedded
     now = datetime.now(UTC)
     with ExitStack() as stack:
         if llm is not None:
@@ -111,9 +180,13 @@ def run(
         db = None if settings.inputs else stack.enter_context(HermesDB(settings.db))
         if db is None:
             sessions = [s for path in settings.inputs for s in _file_sessions(path, settings, report.notices)]
+            if settings.limit is not None:
+                sessions = _newest(sessions, settings.limit)
             ids = [s.id for s in sessions]
         else:
-            ids = select_sessions(db, settings, notices=report.notices)
+            # With a model a run may take hours: the most recent sessions first, so a run stopped
+            # part-way has done the ones a user most likely wants.
+            ids = select_sessions(db, settings, notices=report.notices, newest_first=llm is not None)
             if len(ids) > MANY_SESSIONS:
                 db.preload_message_stats()
         report.selected = len(ids)
@@ -121,7 +194,7 @@ def run(
         # A dry run must not even create the output directory; the index is saved once at the end.
         store = NoteStore(settings.out, create=not settings.dry_run, autosave=False)
         seen = _Fingerprints(settings.out)
-        steps = _iterate_n(len(ids), progress)
+        steps = range(len(ids)) if llm is not None else _iterate_n(len(ids), progress)
         distil = partial(distill_session, settings=settings, store=store, summarise=summarise,
                          summariser_id=summariser_id, distilled_at=now, skills_for=skills_lookup(settings))
         check = None if db is None else _Check(db, store, seen, settings, summariser_id)
@@ -137,6 +210,10 @@ def run(
         if llm is not None:
             from pipeline.run.window import windowed
 
+            pending = [sid for sid in ids if check is None or not check.current(sid)]
+            plan = llm.plan(pending, selected=len(ids))
+            if on_plan:
+                on_plan(plan)
             results = windowed(((ids[i], *load(ids[i])) for i in steps), llm, settings=settings, store=store,
                                distilled_at=now)
         elif jobs > 1:
@@ -144,19 +221,31 @@ def run(
                               summariser_id=summariser_id, distilled_at=now, check=check)
         else:
             results = _serial(ids, steps, load, distil)
-        for sid, fp, result in results:
-            if fp is not None and result.status in ("written", "unchanged"):
-                seen.set(sid, fp, summariser_id)
-            report.add(result)
-            if on_result:
-                on_result(result)
-        if not settings.dry_run:
-            # The index first: saving it makes the notes' renames durable (see NoteStore.sync),
-            # and a fingerprint must never be on disk before the note it vouches for.
-            store.save_index()
-            seen.save()
+        try:
+            for sid, fp, result in results:
+                if fp is not None and result.status in ("written", "unchanged"):
+                    seen.set(sid, fp, summariser_id)
+                report.add(result)
+                if on_result:
+                    on_result(result)
+        finally:  # on Ctrl-C too: what was written is recorded, so the next run skips it
+            if not settings.dry_run:
+                # The index first: saving it makes the notes' renames durable (see NoteStore.sync),
+                # and a fingerprint must never be on disk before the note it vouches for.
+                store.save_index()
+                seen.save()
     report.elapsed_s = round(time.perf_counter() - started, 3)
     return report
+
+
+def _newest(sessions: list[Session], n: int) -> list[Session]:
+    """The ``n`` most recently active sessions, in their original order."""
+    def last(s: Session) -> float:
+        when = s.last_active_at or s.ended_at or s.started_at
+        return when.timestamp() if when else 0.0
+
+    kept = {id(s) for s in sorted(sessions, key=last, reverse=True)[:n]}
+    return [s for s in sessions if id(s) in kept]
 
 
 def _file_sessions(path: Path, settings: Settings, notices: list[str]) -> Iterator[Session]:
