@@ -22,6 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--api-base", help="OpenAI-compatible endpoint for --model, e.g. http://127.0.0.1:8766/v1")
     ap.add_argument("--record", action="store_true", help="re-record --model's cassettes and the judge's")
     ap.add_argument("--judge-model", help="LLM judge model (default: the recorded judge, if any)")
+    ap.add_argument("--record-judge", action="store_true",
+                    help="re-record only the judge (--judge-model at --api-base); summaries are replayed")
     ap.add_argument("--case", action="append", help="only this eval case id (repeatable)")
     ap.add_argument("--split", choices=["dev", "test"], help="only this part (tune on dev; read test as totals)")
     ap.add_argument("--totals-only", action="store_true", help="print only the totals (for the blind test part)")
@@ -29,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-plot", action="store_true", help="skip the PNG")
     args = ap.parse_args(argv)
     run = evaluate(summarizer=args.summarizer, model=args.model, api_base=args.api_base, record=args.record,
-                   judge_model=args.judge_model, cases=args.case, split=args.split,
+                   judge_model=args.judge_model, cases=args.case, split=args.split, record_judge=args.record_judge,
                    progress=lambda m: print(m, file=sys.stderr, flush=True))
     print(terminal_table(run, totals_only=args.totals_only))
     from pathlib import Path

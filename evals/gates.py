@@ -37,11 +37,17 @@ TEST_GATES: dict[str, Gate] = {
                     language_match=1.0),
 }
 #: Regression floors on the dev part: measured, raised when the pipeline improves, never lowered silently.
+#: Re-measured 2026-12-03 when the dev part grew from 21 to 37 sessions (16 long, multi-format real
+#: sessions with gold written from their transcripts); on the first 21 the numbers are unchanged.
+#: One dev session is a known false success (``KNOWN_DEV_FALSE_SUCCESSES``).
 DEV_FLOORS: dict[str, Gate] = {
-    "extractive": Gate(file_recall=0.9, file_precision=0.98, decision_recall=0.66, end_state_correct=1.0,
-                       language_match=1.0),
+    "extractive": Gate(file_recall=0.85, file_precision=0.92, decision_recall=0.63, end_state_correct=0.89,
+                       language_match=0.97, false_success_max=1),
     LOCAL_LLM: Gate(file_recall=0.9, decision_recall=0.65, end_state_correct=1.0, language_match=1.0),
 }
+#: doc-processor-langgraph-design: a user-driven plan of six blocks; the last turn (block 5) was applied
+#: and committed, block 6 never started. Judged on its last turn the session looks done.
+KNOWN_DEV_FALSE_SUCCESSES = frozenset({"doc-processor-langgraph-design"})
 
 
 def failures(name: str, part: str, t: dict[str, Any], gate: Gate) -> list[str]:

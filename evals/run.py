@@ -173,6 +173,7 @@ def evaluate(
     judge_model: str | None = None,
     cases: Sequence[str] | None = None,
     split: str | None = None,
+    record_judge: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> EvalRun:
     """Run the chosen summarisers over the eval set (``cases`` filters by id) and score them.
@@ -181,6 +182,9 @@ def evaluate(
     ``record``: re-record ``model``'s cassettes (and the judge's) against the live endpoint.
     ``judge_model``: the LLM judge; default: the model the judge cassettes were recorded with.
     ``split``: only the ``dev`` or the ``test`` part (tune on dev; read test as totals).
+    ``record_judge``: re-record only the judge's cassettes against ``judge_model`` at ``api_base``, the
+    summaries replayed: for a case whose summary text changed (an extractive fallback) but whose
+    summary requests did not.
     """
     from evals.llm_adapter import LLMJudge, LLMSummariser, ModelMeta, recorded_models
 
@@ -207,7 +211,11 @@ def evaluate(
 
     judge = None
     judge_dir_meta = None
-    if judge_model or record:
+    if record_judge:
+        if not judge_model or not api_base:
+            raise ValueError("--record-judge needs --judge-model and --api-base (the live judge endpoint)")
+        judge = LLMJudge(judge_model, api_base, record=True)
+    elif judge_model or record:
         jm = judge_model or model
         judge = LLMJudge(jm, api_base if jm == model else None, record=record)  # type: ignore[arg-type]
     else:

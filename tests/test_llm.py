@@ -88,9 +88,14 @@ def test_missing_key_is_explained(hermes_home, no_embedded):
     assert any("ANTHROPIC_API_KEY" in n for n in notes)
 
 
-def test_embedded_when_nothing_configured(hermes_home, monkeypatch):
+def test_embedded_only_when_asked_for(hermes_home, monkeypatch):
+    """``auto`` does not pick the embedded model (not shown to beat extractive on the blind test part);
+    ``--summarizer llm`` does, and the notice says how to get a model."""
     monkeypatch.setattr("pipeline.llm.local.embedded_available", lambda: True)
-    c = resolve_model(_settings(hermes_home), env={})
+    notes: list[str] = []
+    assert resolve_model(_settings(hermes_home), env={}, notes=notes) is None
+    assert "--summarizer llm uses the embedded local model" in notes[0] and "--model" in notes[0]
+    c = resolve_model(_settings(hermes_home, summarizer="llm"), env={})
     assert c.embedded and c.model == "openai/qwen2.5-coder-1.5b-instruct"
 
 

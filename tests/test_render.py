@@ -312,7 +312,8 @@ def test_body_sections_in_order() -> None:
     assert "\n\n\n" not in body
 
 
-def test_minimal_summary_has_title_and_notes_only() -> None:
+def test_minimal_summary_says_nothing_was_done() -> None:
+    """A session with nothing asked or done still has its Summary, which says so (no silent gap)."""
     note = render_note(
         Session(id="abc", source="cli"),
         SessionSummary(goal=" "),
@@ -320,7 +321,7 @@ def test_minimal_summary_has_title_and_notes_only() -> None:
         content_hash="h",
         distilled_at=DISTILLED,
     )
-    assert note.body == "# Session abc\n\n## Notes\n"
+    assert note.body == "# Session abc\n\n## Summary\n\nNothing was asked or done in this session.\n\n## Notes\n"
     assert note.relpath == "undated/session-abc-abc.md"
 
 

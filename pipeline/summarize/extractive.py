@@ -52,6 +52,9 @@ from pipeline.models import (
 
 MAX_ASK = 300
 MAX_PHASE_SPLITS = 6
+#: A long generation gets about one phase per this many asks, up to ``MAX_PHASES``.
+ASKS_PER_PHASE = 3
+MAX_PHASES = 16
 
 _ACK_PREFIX = re.compile(r"^(?:(?:ok(?:ay)?|nice|great|thanks|thank you|cool|perfect|good|好的|好|谢谢)[\s,.!。，！]+)+",
                          re.I)
@@ -61,6 +64,21 @@ _ACTION = re.compile(
     r"\b(?:I|I've|I have|we|we've)\b[^.]*\b(?:replaced|added|created|updated|fixed|changed|removed|renamed|"
     r"moved|wrote|implemented|refactored|committed|deleted|installed|configured)\b|我(?:已|已经)?(?:修改|添加|创建|"
     r"修复|删除|更新|提交|实现|重构)", re.I)
+# Not a report: a plan, an offer or a question ("I'll add…", "Should I remove…?", "You can switch…").
+_ADVICE_OR_PLAN = re.compile(r"\b(?:I'll|I will|let me|let's|we'll|we will|should I|shall I|do you want|would you like"
+                             r"|you (?:can|could|should|need|might)|if you)\b|[?？]\s*$|我(?:将|会|来)|让我|是否|要不要|你可以",
+                             re.I)
+_EMPTY_CODE = re.compile(r"(?<!`)``(?!`)")
+#: Action sentences kept from a phase's replies before its last one (``_done_text``).
+EARLIER_ACTIONS = 4
+# A sentence reporting a change, with or without a subject ("Removed the SQS interruptionQueue",
+# "Switched to the lookup table", "已将农历改为查表法", "改用 tooltip").
+_CHANGE_REPORT = re.compile(
+    r"(?:^(?:[\w ]{1,20}[:：]\s*)?|\b(?:I|I've|I have|we|we've)\b[^.]*?)\b(?:replaced|added|created|updated|fixed|changed|removed|renamed|moved"
+    r"|wrote|implemented|refactored|deleted|installed|configured|switched|dropped|disabled|enabled|extended|set"
+    r"|reverted|migrated|split|merged|kept|used|converted)\b"
+    r"|已(?:经)?将|已(?:经)?(?:修改|添加|创建|修复|删除|更新|实现|重构|替换|改为|改用|移除|调整)|改为|改用|改成|换成|删除了|移除了|新增了|添加了",
+    re.I)
 _TODO_HEAD = re.compile(r"(?:next steps?|todo|to-do|remaining|follow[- ]ups?|open questions?|待办|下一步|后续|遗留)",
                         re.I)
 _TODO_LINE = re.compile(r"^\s*(?:[-*]\s*\[ \]|TODO\b|FIXME\b|Next step|待办|下一步|还需要|尚未)", re.I)
@@ -262,13 +280,15 @@ def _generations(session: Session, chunks: Sequence[Chunk]) -> list[tuple[int, l
 
 
 def _split_topics(msgs: list[Message]) -> list[list[Message]]:
-    """Cut before an ask that follows an answered ask (see module docstring)."""
+    """Cut before an ask that follows an answered ask (see module docstring), then merge the
+    smallest neighbours until the count fits ``_phase_budget``: a long session keeps phases across
+    its whole length instead of one last phase that swallows every later topic."""
     segments: list[list[Message]] = [[]]
     last_ask: int | None = None  # index of the current segment's last ask
     for m in msgs:
         is_ask = _kind(m) == "ask"
         current = segments[-1]
-        if is_ask and last_ask is not None and len(segments) < MAX_PHASE_SPLITS:
+        if is_ask and last_ask is not None:
             reply = next((x for x in reversed(current[last_ask + 1:]) if x.role == "assistant" and x.content.strip()),
                          None)
             if reply is not None and (_claims_done(reply.content)
@@ -277,7 +297,20 @@ def _split_topics(msgs: list[Message]) -> list[list[Message]]:
         segments[-1].append(m)
         if is_ask:
             last_ask = len(segments[-1]) - 1
-    return [s for s in segments if s]
+    segments = [s for s in segments if s]
+    asks = [sum(_kind(m) == "ask" for m in s) for s in segments]
+    budget = _phase_budget(sum(asks))
+    while len(segments) > budget:
+        # merge the adjacent pair with the fewest asks between them (ties: the later pair)
+        i = min(range(len(segments) - 1), key=lambda j: (asks[j] + asks[j + 1], -j))
+        segments[i:i + 2] = [segments[i] + segments[i + 1]]
+        asks[i:i + 2] = [asks[i] + asks[i + 1]]
+    return segments
+
+
+def _phase_budget(n_asks: int) -> int:
+    """How many phases a generation may have: a handful for a short session, more for a long one."""
+    return max(MAX_PHASE_SPLITS, min(MAX_PHASES, -(-n_asks // ASKS_PER_PHASE)))
 
 
 def _phase_outcome(msgs: list[Message]) -> PhaseOutcome:
@@ -329,6 +362,13 @@ def _done_text(msgs: list[Message], cwd: str | None, lang: str) -> str:
         said = [s for heading, s in sentences
                 if not heading and len(s) >= 12 and (_ACTION.search(s) or _DONE.search(s))][:2]
         said = said or [s for heading, s in sentences if not heading and s][:1] or [s for _, s in sentences if s][:1]
+        # What the agent said it changed on the way ("I removed the interruptionQueue setting"): a
+        # long phase's last reply often says only "done", while the substance was reported earlier.
+        earlier = [" ".join(_MARKUP.sub("", s).split()) for r in _replies(msgs) if r is not replies[-1]
+                   for s in _sentences(r.content)
+                   if not s.startswith("#") and 16 <= len(s) <= 240 and s.count("`") % 2 == 0
+                   and _CHANGE_REPORT.search(s) and not _ADVICE_OR_PLAN.search(s)]
+        said = [*list(dict.fromkeys(e for e in earlier if e not in said))[-EARLIER_ACTIONS:], *said]
     changed = [t.path for t in file_touches(msgs, cwd) if t.action not in ("read", "deleted") and not is_scratch(t.path)]
     sep = "、" if lang == "zh" else ", "
     if changed:
@@ -338,7 +378,8 @@ def _done_text(msgs: list[Message], cwd: str | None, lang: str) -> str:
         # A clipped command keeps its ellipsis outside the code span: the span is quoted as run.
         said.append(_LABELS.get(lang, _LABELS["en"])["ran"] + "; ".join(
             f"`{c}`" if len(c) <= 100 else f"`{c[:99].rstrip()}`…" for c in ran))
-    return _clip(" ".join(said), 600)
+    # An empty code span ("in ``.", a link the export dropped) would pair the wrong backticks.
+    return _clip(_EMPTY_CODE.sub("", " ".join(said)), 600)
 
 
 def _notable_commands(msgs: list[Message], limit: int = 4) -> list[str]:
