@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
@@ -37,6 +38,13 @@ def _rows(counts: dict[str, int]) -> str:
 def _fail(exc: DistillError) -> typer.Exit:
     typer.echo(f"Error: {exc}", err=True)
     return typer.Exit(exc.exit_code)
+
+
+def _db_fail(db: Path, exc: sqlite3.Error) -> typer.Exit:
+    # A database error we did not foresee: one line naming the file, never a traceback; nothing was
+    # committed (every write is one transaction).
+    typer.echo(f"Error: {db}: {exc}; nothing was changed there, retry or report it", err=True)
+    return typer.Exit(2)
 
 
 @archive_app.command(
@@ -109,6 +117,8 @@ def archive(
                              compression=compression, on_result=echo)
     except DistillError as exc:
         raise _fail(exc) from None
+    except sqlite3.Error as exc:
+        raise _db_fail(settings.db, exc) from None
     if json_:
         typer.echo(json.dumps(asdict(report), indent=2, default=str))
     elif not quiet:
@@ -211,6 +221,8 @@ def pull(
             raise typer.Exit(0)
     except DistillError as exc:
         raise _fail(exc) from None
+    except sqlite3.Error as exc:
+        raise _db_fail(target, exc) from None
     if json_:
         typer.echo(json.dumps(asdict(result), indent=2, default=str))
         raise typer.Exit(0)

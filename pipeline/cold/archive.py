@@ -52,6 +52,7 @@ KILL_ENV = "DISTILL_TEST_KILL_AT"
 #: A prune transaction holds the write lock about this long, then commits and lets writers in.
 TXN_BUDGET_S = 0.25
 SIDECAR_BATCH = 50
+WOULD_WRITE = "(its note would be written first)"
 
 
 def step(name: str) -> None:
@@ -228,7 +229,7 @@ class Archiver:
                 else:
                     ready.append(unit)
             self.report.before = db_size(self.db) if self.prune else None
-            notes = self._notes(ready, ensure_notes)
+            notes = self._notes(ready, ensure_notes, sessions)
             archived = [self._archive(conn, schema, sessions, unit, notes.get(unit.root)) for unit in ready]
         finally:
             conn.close()
@@ -256,7 +257,8 @@ class Archiver:
 
     # ------------------------------------------------------------------ notes and sidecars
 
-    def _notes(self, units: Sequence[Unit], ensure: Callable[[list[str]], dict[str, str]] | None) -> dict[str, Path | str]:
+    def _notes(self, units: Sequence[Unit], ensure: Callable[[list[str]], dict[str, str]] | None,
+               sessions: Sessions) -> dict[str, Path | str]:
         """root → the note's path, or why it has none."""
         store = NoteStore(self.out, create=False)
         missing = [u.root for u in units if not store.path_for(u.root)]
@@ -269,8 +271,10 @@ class Archiver:
             rel = store.path_for(unit.root)
             if rel:
                 out[unit.root] = self.out / rel
-            elif self.dry_run and ensure is not None:
-                out[unit.root] = "(note would be written first)"
+            elif self.dry_run and ensure is not None and sessions.info[unit.root].has_messages:
+                out[unit.root] = WOULD_WRITE
+            elif not sessions.info[unit.root].has_messages:
+                out[unit.root] = why.get(unit.root) or "empty session: no messages to distill"
             else:
                 out[unit.root] = why.get(unit.root) or "no note could be written for it"
         return out
@@ -280,7 +284,7 @@ class Archiver:
         """Write (or confirm) the unit's sidecar; the result, or None when it was refused."""
         result = UnitResult(unit.root, list(unit.ids), "archived")
         if not isinstance(note, Path):
-            if self.dry_run and note:
+            if self.dry_run and note == WOULD_WRITE:
                 result.status, result.note = "would-archive", note
             else:
                 self._done(UnitResult(unit.root, list(unit.ids), "refused", reason=f"no note: {note}"))
@@ -309,8 +313,15 @@ class Archiver:
                     gone = [s for s in existing.get("sessions") or [] if s not in sessions.info]
                     if gone:
                         self._done(UnitResult(unit.root, list(unit.ids), "refused", note=str(note), reason=(
-                            f"its sidecar is damaged ({exc}) and {len(gone)} of its sessions were already pruned; "
-                            "restore the sidecar from a backup")))
+                            f"sidecar does not verify: {exc}; {len(gone)} of its sessions were already pruned, "
+                            "so restore the sidecar from a backup")))
+                        return None
+                    if self.prune:
+                        # Never prune on the strength of a sidecar this run found damaged: say so, and
+                        # let an archive without --prune rewrite it from the database.
+                        self._done(UnitResult(unit.root, list(unit.ids), "refused", note=str(note), reason=(
+                            f"sidecar does not verify: {exc}; `distill archive {unit.root}` (without --prune) "
+                            "rewrites it from the database")))
                         return None
                     self.report.notices.append(f"{unit.root}: replaced a damaged sidecar ({exc.reason})")
                 if old is not None:

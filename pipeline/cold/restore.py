@@ -107,6 +107,7 @@ class _Restore:
         self.cols = {name: list(cols) for name, cols in side.columns.items()}
         self.sid_map: dict[str, str] = {}
         self.mid_map: dict[int, int] = {}
+        self.retitled: dict[str, str] = {}  # restored session id → the title it got here
 
     def run(self) -> None:
         conn, side, view = self.conn, self.side, self.view
@@ -196,6 +197,8 @@ class _Restore:
                         row[p] = None
                         self.result.notices.append(f"{row[i]}: its parent {parent} is not in this database; "
                                                    "restored without the link, as Hermes leaves orphaned children")
+            if row[i] in self.retitled:
+                row[cols.index("title")] = self.retitled[row[i]]
             if "model_config" in cols and isinstance(row[cols.index("model_config")], str):
                 row[cols.index("model_config")] = self._remap_markers(row[cols.index("model_config")])
         if name == "messages" and self.mid_map:
@@ -252,7 +255,7 @@ class _Restore:
                     while self.conn.execute("SELECT 1 FROM sessions WHERE title = ?", (new,)).fetchone():
                         new, n = f"{row[title]} (restored {n})", n + 1
                     self.result.notices.append(f"{row[0]}: title {row[title]!r} is taken here; restored as {new!r}")
-                    row[title] = new
+                    row[title] = self.retitled[row[0]] = new
             self._insert("sessions", row)
 
     def _insert_table(self, name: str, todo: Sequence[str]) -> None:

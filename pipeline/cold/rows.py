@@ -267,6 +267,7 @@ class SessionInfo:
     ended_at: float | None
     last_active: float
     pinned: bool
+    has_messages: bool = True
 
 
 @dataclass(frozen=True)
@@ -320,7 +321,7 @@ class Sessions:
                 end_reason=_s(r[4]) if r[4] is not None else None, session_key=_s(r[5]) if r[5] else None,
                 started_at=float(r[6]) if isinstance(r[6], int | float) else 0.0,
                 ended_at=float(r[7]) if isinstance(r[7], int | float) else None,
-                last_active=max(stamps) if stamps else 0.0, pinned=bool(r[9]),
+                last_active=max(stamps) if stamps else 0.0, pinned=bool(r[9]), has_messages=r[10] is not None,
             )
         self._units: dict[str, Unit] | None = None
 
