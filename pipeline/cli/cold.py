@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from dataclasses import asdict
 from pathlib import Path
@@ -20,6 +21,19 @@ from pipeline.errors import DistillError, InputError
 
 archive_app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
 pull_app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
+
+
+_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_age(text: str) -> float:
+    """'90m', '2h', '30d', '1w' → seconds (as ``distill --idle`` reads them; ``cli.app`` imports this
+    module, so importing its parser back would be a cycle)."""
+    m = _AGE.match(text.lower())
+    if not m:
+        raise InputError(f"{text!r}: not an age; use forms like 30m, 2h, 3d or 1w")
+    return float(m.group(1)) * _UNITS[m.group(2)]
 
 
 def _size(n: int | None) -> str:
@@ -85,7 +99,6 @@ def archive(
     json_: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
 ) -> None:
-    from pipeline.cli.app import parse_age
     from pipeline.cold import Selection
     from pipeline.cold import archive as run_archive
 
@@ -184,11 +197,12 @@ def _summary(report: object) -> list[str]:
         "as reference context.\n\n"
         "Examples:\n\n"
         "  distill pull 20261120_080000_f2a74d\n\n"
+        "  distill pull 20261120_080000_f2a74d 20261121_101748_56947a\n\n"
         "  distill pull ~/.hermes/distilled/2026/11/2026-11-20-fix-parser-f2a74d.md --into-db /tmp/restored.db"
     )
 )
 def pull(
-    ref: Annotated[str, typer.Argument(help="A session id, a note (.md) or a sidecar file.")],
+    refs: Annotated[list[str], typer.Argument(help="Session ids, notes (.md) or sidecar files.")],
     into_db: Annotated[Path | None, typer.Option("--into-db", help="state.db to restore into "
                                                  "(default: --db, else $HERMES_HOME/state.db).")] = None,
     from_: Annotated[str, typer.Option("--from", help="Where archives are found: notes (the notes directory).")] = "notes",
@@ -202,30 +216,41 @@ def pull(
     from pipeline.cold.pull import NoteOnly, session_from_note
     from pipeline.cold.pull import pull as run_pull
 
-    try:
-        settings = build_settings(db=db, profile=profile, out=out)
-        target = Path(into_db).expanduser() if into_db else settings.db
-        result = run_pull(ref, out=settings.out, into=target, source=from_, summary_only=summary_only)
-        if isinstance(result, NoteOnly):
-            from pipeline.hermes.importdb import import_sessions
+    settings = build_settings(db=db, profile=profile, out=out)
+    target = Path(into_db).expanduser() if into_db else settings.db
+    done: list[dict[str, object]] = []
+    # One lineage at a time, each in its own transaction: an error stops at that reference, and
+    # everything pulled before it stays pulled (the message says which one failed).
+    for ref in refs:
+        try:
+            result = run_pull(ref, out=settings.out, into=target, source=from_, summary_only=summary_only)
+            if isinstance(result, NoteOnly):
+                from pipeline.hermes.importdb import import_sessions
 
-            session = session_from_note(result)
-            import_sessions([session], target, allow_existing=True)
-            if json_:
-                typer.echo(json.dumps({"db": str(target), "note": str(result.note), "session": session.id,
-                                       "from_note": True}, indent=2))
-            else:
-                typer.echo(f"restored {session.id} into {target} from the note's summary only: {result.note} has no "
-                           "sidecar, so the original messages are not restored; its first message holds the "
-                           "summary as reference context")
-            raise typer.Exit(0)
-    except DistillError as exc:
-        raise _fail(exc) from None
-    except sqlite3.Error as exc:
-        raise _db_fail(target, exc) from None
+                session = session_from_note(result)
+                import_sessions([session], target, allow_existing=True)
+                done.append({"db": str(target), "note": str(result.note), "session": session.id, "from_note": True})
+                if not json_:
+                    typer.echo(f"restored {session.id} into {target} from the note's summary only: {result.note} "
+                               "has no sidecar, so the original messages are not restored; its first message "
+                               "holds the summary as reference context")
+                continue
+        except DistillError as exc:
+            raise _fail(exc) from None
+        except sqlite3.Error as exc:
+            raise _db_fail(target, exc) from None
+        done.append(asdict(result))
+        if not json_:
+            _echo_pull(result)
     if json_:
-        typer.echo(json.dumps(asdict(result), indent=2, default=str))
-        raise typer.Exit(0)
+        typer.echo(json.dumps(done if len(done) > 1 else done[0], indent=2, default=str))
+    raise typer.Exit(0)
+
+
+def _echo_pull(result: object) -> None:
+    from pipeline.cold import PullResult
+
+    assert isinstance(result, PullResult)
     restored = ", ".join(result.restored) or "nothing"
     typer.echo(f"restored {restored} into {result.db}{' (new file)' if result.created else ''}: {_rows(result.rows)}")
     if result.already:
@@ -234,4 +259,3 @@ def pull(
         typer.echo(f"remapped {old} → {new} (that id holds other rows here)")
     for notice in result.notices:
         typer.echo(f"note: {notice}")
-    raise typer.Exit(0)

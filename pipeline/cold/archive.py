@@ -19,8 +19,6 @@ Without ``prune`` the database is only read. ``dry_run`` reads the database and 
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -29,8 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pipeline.cold import delete as deleting
-from pipeline.cold import sidecar as sc
+import pipeline.cold.delete as deleting
+import pipeline.cold.sidecar as sc
 from pipeline.cold.errors import ColdError, SidecarError
 from pipeline.cold.notes import ColdIndex, cold_of, set_cold, sweep_temps
 from pipeline.cold.rows import (
@@ -44,21 +42,14 @@ from pipeline.cold.rows import (
     read_schema,
     with_retry,
 )
+from pipeline.cold.steps import step
 from pipeline.cold.verify import diff, held_reason, live_reason
 from pipeline.notes.store import NoteStore
 
-#: Test-only: the name of a step at which the process SIGKILLs itself (crash tests). Inert when unset.
-KILL_ENV = "DISTILL_TEST_KILL_AT"
 #: A prune transaction holds the write lock about this long, then commits and lets writers in.
 TXN_BUDGET_S = 0.25
 SIDECAR_BATCH = 50
 WOULD_WRITE = "(its note would be written first)"
-
-
-def step(name: str) -> None:
-    """A named point in the archive/prune/pull sequence; see ``KILL_ENV``."""
-    if os.environ.get(KILL_ENV) == name:
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 @dataclass

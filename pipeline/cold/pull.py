@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pipeline.cold import sidecar as sc
+import pipeline.cold.sidecar as sc
 from pipeline.cold.errors import ColdError
 from pipeline.cold.notes import Located, locate, read_note, set_cold
 from pipeline.cold.restore import PullResult, restore

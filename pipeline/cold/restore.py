@@ -47,14 +47,9 @@ from pipeline.cold.rows import (
     read_schema,
 )
 from pipeline.cold.sidecar import Sidecar
+from pipeline.cold.steps import step
 
 MARKERS = ("_branched_from", "_delegate_from", "_reset_from")
-
-
-def _step(name: str) -> None:
-    from pipeline.cold.archive import step
-
-    step(name)
 
 
 @dataclass
@@ -375,7 +370,7 @@ def restore(side: Sidecar, into: Path) -> PullResult:
             begin_immediate(conn)
             try:
                 _Restore(conn, side, view, result).run()
-                _step("pull-inserted")
+                step("pull-inserted")
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -388,7 +383,7 @@ def restore(side: Sidecar, into: Path) -> PullResult:
             os.replace(tmp, into)
             fsync_dirs([into.parent])
             tmp = None
-        _step("pull-committed")
+        step("pull-committed")
     finally:
         if tmp is not None:
             with contextlib.suppress(FileNotFoundError):
