@@ -181,6 +181,8 @@ class Archiver:
         self.report = ArchiveReport(db=str(self.db), out=str(self.out), prune=prune, dry_run=dry_run)
         self.via = self._via(via) if prune else None
         self.report.via = self.via
+        self.store = NoteStore(self.out, create=False)
+        self.index_entries: dict[str, dict[str, str]] = {}
 
     def _via(self, via: str) -> str:
         if via not in ("auto", "hermes", "sqlite"):
@@ -224,6 +226,7 @@ class Archiver:
             archived = [self._archive(conn, schema, sessions, unit, notes.get(unit.root)) for unit in ready]
         finally:
             conn.close()
+            ColdIndex(self.out).record(self.index_entries)
         pending = [(u, r) for u, r in zip(ready, archived, strict=True) if r is not None]
         # Children's units first: pruning a parent first would orphan a reset child (Hermes's delete
         # sets its parent_session_id to NULL), a change to rows that are about to be checked.
@@ -251,12 +254,12 @@ class Archiver:
     def _notes(self, units: Sequence[Unit], ensure: Callable[[list[str]], dict[str, str]] | None,
                sessions: Sessions) -> dict[str, Path | str]:
         """root → the note's path, or why it has none."""
-        store = NoteStore(self.out, create=False)
+        store = self.store = NoteStore(self.out, create=False)
         missing = [u.root for u in units if not store.path_for(u.root)]
         why: dict[str, str] = {}
         if missing and ensure is not None and not self.dry_run:
             why = ensure(missing)
-            store = NoteStore(self.out, create=False)  # the run just added entries
+            store = self.store = NoteStore(self.out, create=False)  # the run just added entries
         out: dict[str, Path | str] = {}
         for unit in units:
             rel = store.path_for(unit.root)
@@ -288,8 +291,7 @@ class Archiver:
             return result
         result.note = str(note)
         path = sc.sidecar_path(note, self.compression)
-        store = NoteStore(self.out, create=False)
-        lock = contextlib.nullcontext() if self.dry_run else store.session_lock(unit.root)
+        lock = contextlib.nullcontext() if self.dry_run else self.store.session_lock(unit.root)
         with lock:
             if not self.dry_run:
                 sweep_temps(path)
@@ -334,7 +336,9 @@ class Archiver:
             step("note-updated")
         result.sidecar_bytes = written.bytes
         rel = note.relative_to(self.out).as_posix()
-        ColdIndex(self.out).record({sid: {"root": unit.root, "note": rel} for sid in unit.ids})
+        # Saved once after the archive pass: only a cache (pull falls back to the notes), and saving
+        # it per unit would rewrite it 2,000 times in a 2,000-lineage run.
+        self.index_entries.update({sid: {"root": unit.root, "note": rel} for sid in unit.ids})
         return result
 
     # ------------------------------------------------------------------ pruning
@@ -368,10 +372,10 @@ class Archiver:
             result.deleted = dict(result.rows)
             self._done(result)
 
-    def _check(self, conn: sqlite3.Connection, schema: Schema, result: UnitResult,
+    def _check(self, conn: sqlite3.Connection, schema: Schema, sessions: Sessions, result: UnitResult,
                loaded: sc.Sidecar) -> str | None:
-        """Guards and the row-for-row comparison, on ``conn`` inside the caller's transaction."""
-        sessions = Sessions(conn, schema)
+        """Guards and the row-for-row comparison, on ``conn`` inside the caller's transaction
+        (``sessions`` read in that transaction)."""
         present = [s for s in loaded.sessions if s in sessions.info]
         if not present:
             return None
@@ -413,12 +417,13 @@ class Archiver:
         refused: list[tuple[UnitResult, str]] = []
         try:
             schema = read_schema(conn, self.db)
+            sessions = Sessions(conn, schema)  # read once per transaction, told of each delete
             n = 0
             for result, side in loaded:
                 if n and time.monotonic() - started > TXN_BUDGET_S:
                     break
                 n += 1
-                reason = self._check(conn, schema, result, side)
+                reason = self._check(conn, schema, sessions, result, side)
                 if reason:
                     refused.append((result, reason))
                     continue
@@ -436,6 +441,7 @@ class Archiver:
                     refused.append((result, f"the database refused the delete ({exc}); nothing of it was deleted"))
                     continue
                 conn.execute("RELEASE unit")
+                sessions.forget(present)
                 done.append((result, counts))
                 step("deleted")
             conn.execute("COMMIT")
@@ -452,8 +458,7 @@ class Archiver:
     def _pruned(self, result: UnitResult, counts: dict[str, int]) -> None:
         result.status, result.deleted = "pruned", counts
         assert result.note
-        store = NoteStore(self.out, create=False)
-        with store.session_lock(result.root):
+        with self.store.session_lock(result.root):
             set_cold(Path(result.note), {"pruned_at": _now_iso()})
         self._done(result)
 
@@ -473,7 +478,7 @@ class Archiver:
                     with snapshot(conn):
                         schema = read_schema(conn, self.db)
                         # Checked again right before every delete: the narrowest window this path has.
-                        reason = self._check(conn, schema, result, side)
+                        reason = self._check(conn, schema, Sessions(conn, schema), result, side)
                         exists = conn.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone()
                         rows = read_rows(conn, schema, [sid]) if exists else {}
                     if reason:

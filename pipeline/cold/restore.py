@@ -141,11 +141,23 @@ class _Restore:
             idx = [self.cols[name].index(c) for c in table.refs]
             got = [encode_row(name, r) for r in present[name]
                    if any((v.decode() if isinstance(v, bytes) else v) == sid for v in (r[i] for i in idx))]
-            want = [line for line in self.side.lines.get(name, ())
+            want = [self._as_orphaned(name, line) for line in self.side.lines.get(name, ())
                     if any(json.loads(line)[1:][i] == sid for i in idx)]
             if got != want:
                 return False
         return True
+
+    def _as_orphaned(self, name: str, line: str) -> str:
+        """A sessions line as it stands here if Hermes orphaned it (its parent deleted): still the same row."""
+        cols = self.cols[name]
+        if name != "sessions" or "parent_session_id" not in cols:
+            return line
+        row = json.loads(line)
+        i = cols.index("parent_session_id") + 1
+        if isinstance(row[i], str) and not self.conn.execute("SELECT 1 FROM sessions WHERE id = ?", (row[i],)).fetchone():
+            row[i] = None
+            return json.dumps(row, ensure_ascii=False, separators=(",", ":"))
+        return line
 
     def _renumber_messages(self, todo: Sequence[str]) -> None:
         cols = self.cols["messages"]

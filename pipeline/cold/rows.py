@@ -324,6 +324,7 @@ class Sessions:
                 last_active=max(stamps) if stamps else 0.0, pinned=bool(r[9]), has_messages=r[10] is not None,
             )
         self._units: dict[str, Unit] | None = None
+        self._member: dict[str, Unit] | None = None
 
     def _is_reset_child(self, child: SessionInfo) -> bool:
         if "_reset_from" in child.markers:
@@ -392,10 +393,17 @@ class Sessions:
             return "continuation"
         return "child" if s.parent else "root"
 
+    def forget(self, ids: Iterable[str]) -> None:
+        """The sessions were deleted in the caller's transaction: drop them and regroup."""
+        for sid in ids:
+            self.info.pop(sid, None)
+        self._units = self._member = None
+
     def unit_of(self, sid: str) -> Unit:
-        for unit in self.units().values():
-            if sid in unit.ids:
-                return unit
+        if self._member is None:
+            self._member = {m: unit for unit in self.units().values() for m in unit.ids}
+        if sid in self._member:
+            return self._member[sid]
         raise ColdError(f"{sid}: no such session in this database; `hermes sessions list` shows ids")
 
 
