@@ -35,11 +35,22 @@ def atomic_write_text(path: Path, text: str, *, sync_dir: bool = True, durable: 
     ``durable=False`` skips the fsyncs for derived data that a re-run recreates (caches, sidecars):
     the rename still makes the write all-or-nothing, only a power cut may lose it.
     """
+    atomic_write_bytes(path, text.encode("utf-8"), sync_dir=sync_dir, durable=durable)
+
+
+def temp_pattern(path: Path) -> str:
+    """Glob (in ``path.parent``) of the temp files ``atomic_write_*`` makes for ``path``: only a
+    SIGKILL between create and rename can leave one behind, for the next writer to remove."""
+    return f".{path.name}.*.tmp"
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, sync_dir: bool = True, durable: bool = True) -> None:
+    """``atomic_write_text`` for bytes."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(text.encode("utf-8"))
+            fh.write(data)
             if durable:
                 fh.flush()
                 os.fsync(fh.fileno())

@@ -21,7 +21,7 @@ LAYERS: dict[str, int] = {
     "summarize": 2,
     "notes": 3,
     "skills": 4,
-    "hermes": 5, "archive": 5, "integrations": 5,
+    "hermes": 5, "archive": 5, "integrations": 5, "cold": 5,
     "run": 6,
     "cli": 7,
 }

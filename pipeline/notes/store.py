@@ -346,6 +346,10 @@ class NoteStore:
             return {}
         return {k: v for k, v in data.items() if isinstance(v, dict) and isinstance(v.get("path"), str)}
 
+    def session_lock(self, session_id: str) -> contextlib.AbstractContextManager[object]:
+        """The lock ``write`` holds for ``session_id``'s note: take it to edit that note in place."""
+        return self._session_lock(session_id)
+
     def _session_lock(self, session_id: str) -> contextlib.AbstractContextManager[object]:
         stripe = zlib.crc32(session_id.encode("utf-8")) % LOCK_STRIPES
         return self._lock(self.meta_dir / "locks" / f"{stripe:02x}.lock")
