@@ -214,10 +214,11 @@ def decode_row(row: dict[str, Any], problems: list[str], *, segment: str | None 
     if not isinstance(rid, int | None):
         rid = None if isinstance(rid, bytes | float) else as_text(rid)
         rid = int(rid) if isinstance(rid, str) and rid.isdigit() else None
-    where = f"message {row.get('id')!r:.40}" if rid is None else f"message {rid}"
+    where = "message (no usable id)" if rid is None else f"message {rid}"
     role = as_text(row.get("role")).strip()
     if role not in ("user", "assistant", "tool", "system"):
-        problems.append(f"{where}: unknown role {role[:40]!r} skipped")
+        shown = repr(role) if len(role) <= 12 and role.isprintable() else f"of {len(role)} characters"
+        problems.append(f"{where}: unknown role {shown} skipped")
         return []
     if row.get("observed"):
         return []  # ambient gateway message, observed but not a turn
@@ -306,7 +307,8 @@ def _float(value: Any, problems: list[str] | None = None, where: str = "") -> fl
             got = None
     if got is None or not math.isfinite(got):
         if problems is not None:
-            shown = repr(value) if not isinstance(value, bytes) else "a blob"
-            problems.append(f"{where}: timestamp {shown[:40]} is not a time; ignored")
+            text = value if isinstance(value, str) else None
+            shown = repr(text) if text is not None and len(text) <= 12 and text.isprintable() else type(value).__name__
+            problems.append(f"{where}: timestamp {shown} is not a time; ignored")
         return None
     return got

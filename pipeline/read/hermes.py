@@ -124,9 +124,13 @@ def number(value: Any) -> float | None:
 
 
 def _shown(value: Any) -> str:
-    """A bad value as a problem quotes it: short, one line (problems are redacted before reporting)."""
-    text = repr(value if not isinstance(value, bytes) else f"<{len(value)}-byte blob>")
-    return text if len(text) <= 40 else text[:37] + "..."
+    """A bad value as a problem names it. Only short text is quoted: a long one may be a secret,
+    and problems end up in reports and logs (they are redacted there too)."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return f"a {len(bytes(value))}-byte blob"
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 12 and value.isprintable() else f"text of {len(value)} characters"
+    return repr(value)
 
 
 def clean_session_row(data: dict[str, Any], problems: list[str]) -> str | None:

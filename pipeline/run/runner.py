@@ -147,6 +147,7 @@ def run(
         for sid, fp, result in results:
             if fp is not None and result.status in ("written", "unchanged"):
                 seen.set(sid, fp, summariser_id)
+            result = _redacted(result)
             report.add(result)
             if on_result:
                 on_result(result)
@@ -157,6 +158,19 @@ def run(
             seen.save()
     report.elapsed_s = round(time.perf_counter() - started, 3)
     return report
+
+
+def _redacted(result: SessionResult) -> SessionResult:
+    """The result with its error and problems redacted: they quote data (a bad value, an exception's
+    text) and go to the terminal, the ``--json`` report and the run record."""
+    from pipeline.redact import redact
+
+    update: dict[str, Any] = {}
+    if result.error and (clean := redact(result.error)) != result.error:
+        update["error"] = clean
+    if result.problems and (problems := tuple(redact(p) for p in result.problems)) != result.problems:
+        update["problems"] = problems
+    return result.model_copy(update=update) if update else result
 
 
 def _file_sessions(path: Path, settings: Settings, notices: list[str]) -> Iterator[Session]:
