@@ -156,6 +156,10 @@ def run(
             # and a fingerprint must never be on disk before the note it vouches for.
             store.save_index()
             seen.save()
+    # Notices quote what went wrong (a model's error text, a file name): redacted like results.
+    from pipeline.redact import redact
+
+    report.notices[:] = [redact(n) for n in report.notices]
     report.elapsed_s = round(time.perf_counter() - started, 3)
     return report
 
