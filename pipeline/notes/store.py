@@ -418,7 +418,7 @@ def merge_frontmatter(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any
     merged = dict(new)
     for key in ("aliases", "tags"):
         if key in new or key in old:
-            merged.pop(key, None)
+            # In place: a re-rendered note keeps the key order of a fresh one (tags go last below).
             merged[key] = _union(_as_list(new.get(key)), _as_list(old.get(key)))
     for key, value in old.items():
         if key not in merged and key not in GENERATED_KEYS:
