@@ -8,6 +8,7 @@ messages were read at different moments while Hermes wrote.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sqlite3
@@ -44,7 +45,7 @@ def test_usage_rows_and_new_children_are_not_missed(tmp_path: Path) -> None:
     # A subagent is spawned from the session: its note's lineage gains a link.
     sql(db, "INSERT INTO sessions(id, source, parent_session_id, started_at, model_config) VALUES "
             "('20261123_170000_child1', 'subagent', ?, 1795453000.0, ?)",
-        params=(TARGET, '{"_delegate_from": "%s"}' % TARGET))
+        params=(TARGET, json.dumps({"_delegate_from": TARGET})))
     second = _run(tmp_path, db, inc, TARGET)
     assert second["results"][0]["status"] == "written", "the new child was called unchanged"
     fresh = tmp_path / "fresh"
