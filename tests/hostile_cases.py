@@ -772,6 +772,24 @@ def _fm_injected(tmp: Path) -> str:
     return summary(rep, p.returncode) + "; id and type intact"
 
 
+@case("hermes-config-bomb", "user-edited note", "`$HERMES_HOME/config.yaml` edited into a YAML alias bomb",
+      "`distill --all` (which reads it for a model) is not held up; `hook install --apply` is one Error line and "
+      "leaves the file as it was")
+def _hermes_config_bomb(tmp: Path) -> str:
+    home = tmp / "hermes-home"
+    home.mkdir()
+    config = home / "config.yaml"
+    config.write_text(_bomb(9) + "\nmodel:\n  default: anthropic/claude-sonnet-4.5\n")
+    before = config.read_bytes()
+    t0 = time.monotonic()
+    p = distill(tmp, "--db", fresh_db(tmp), "--all", "--out", tmp / "out", "--json", timeout=120)
+    rep = report(p)
+    took = time.monotonic() - t0
+    line = one_error(distill(tmp, "hook", "install", "--apply", timeout=120), "config.yaml")
+    assert config.read_bytes() == before
+    return f"run {summary(rep, p.returncode)} in {took:.0f}s; hook install: {line[7:90]}"
+
+
 # --------------------------------------------------------------------------- skills
 
 

@@ -244,7 +244,12 @@ class NoteStore:
         if entry and entry["path"] == rel:
             return self.unchanged(session_id, content_hash)
         meta = _read_meta(self.out_dir / rel)  # found without the index (lost or stale)
-        return meta is not None and meta.get("id") == session_id and meta.get("content_hash") == content_hash
+        if meta is not None and meta.get("id") == session_id and meta.get("content_hash") == content_hash:
+            # Put it back in the index: a run killed before saving the index lost the entry, and
+            # without it every later run would re-render this session to learn it is current.
+            self._record(session_id, rel, content_hash, str(meta.get("title") or ""))
+            return True
+        return False
 
     def _locate(self, note: Note, *, claim: bool = True) -> str:
         """The session's existing note path, else ``note.relpath`` (suffixed if another note owns it).
