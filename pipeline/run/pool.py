@@ -94,7 +94,7 @@ class _Job:
 _READER: HermesDB | None = None
 
 
-def _attach(args: tuple[object, ...] | None, lifeline: tuple[int, int, int] | None = None) -> None:
+def _attach(args: tuple[object, ...] | None, lifeline: tuple[int, int, int, bool] | None = None) -> None:
     global _READER
     if lifeline is not None:
         _watch_parent(*lifeline)
@@ -102,13 +102,15 @@ def _attach(args: tuple[object, ...] | None, lifeline: tuple[int, int, int] | No
         _READER = HermesDB.attach(*args)  # type: ignore[arg-type]
 
 
-def _watch_parent(read_fd: int, write_fd: int, parent: int) -> None:
-    """Exit this worker as soon as the process that started it is gone, however it died."""
-    try:
-        os.close(write_fd)  # forked: this copy of the write end would keep the pipe open forever
-        forked = True
-    except OSError:
-        forked = False  # spawned: the pipe was not inherited
+def _watch_parent(read_fd: int, write_fd: int, parent: int, forked: bool) -> None:
+    """Exit this worker as soon as the process that started it is gone, however it died.
+
+    Forked, it watches the pipe (its own copy of the write end closed first: it would keep the
+    pipe open forever). Spawned (no fork on the platform), the fds were not inherited and it polls
+    its parent's pid instead.
+    """
+    if forked:
+        os.close(write_fd)
 
     def by_pipe() -> None:
         while True:
@@ -190,7 +192,8 @@ class DraftPool:
         self._lifeline = os.pipe()
         self._executor: ProcessPoolExecutor | None = ProcessPoolExecutor(
             jobs, mp_context=context, initializer=_attach,
-            initargs=(db.worker_args() if db is not None else None, (*self._lifeline, os.getpid())),
+            initargs=(db.worker_args() if db is not None else None,
+                      (*self._lifeline, os.getpid(), context.get_start_method() == "fork")),
         )
         # Start the workers now, before the caller starts threads (a progress bar): forking a
         # process with other threads running can leave a lock held in the child forever.
