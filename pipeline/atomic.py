@@ -8,16 +8,38 @@ Making the rename itself durable takes a second fsync, of the directory. One wri
 ``sync_dir=False`` and calls ``fsync_dirs`` once per touched directory before it records the
 files anywhere (index, fingerprints): half the fsyncs, and a crash can only lose recent renames
 that nothing yet refers to, which the next run redoes.
+
+A process killed between creating a temp file and renaming it (SIGKILL, the OOM killer, a power
+cut) leaves the temp behind: hidden, 0600, holding session text, and picked up by sync tools. So
+temp names carry their writer's pid (``.<name>.<pid>.<random>.tmp``) and ``sweep_temps`` removes
+those whose writer is gone. It runs before the first write into each directory in a process, and
+``NoteStore`` runs it over its whole output tree when it opens; a temp whose writer is still
+alive (another distill, right now) is never touched.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shutil
 import tempfile
+import threading
+import time
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
+
+TEMP_SUFFIX = ".tmp"
+#: ``.<name>.<pid>.<8 random>.tmp``: a file (or a directory being removed) written by process ``pid``.
+_TEMP = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.[A-Za-z0-9_]{8}\.tmp$")
+#: Temps named before the pid was part of the name (``.<name>.<8 random>.tmp``), and the old probe file.
+_LEGACY = re.compile(r"^\.(?:.+\.[A-Za-z0-9_]{8}\.tmp|probe-[A-Za-z0-9_]{8})$")
+#: A legacy temp this old has no live writer: writes take milliseconds.
+LEGACY_AGE_S = 3600.0
+
+_swept: set[str] = set()
+_swept_lock = threading.Lock()
 
 
 @lru_cache(maxsize=1)
@@ -29,32 +51,49 @@ def _file_mode() -> int:
     return 0o666 & ~mask
 
 
-def atomic_write_text(path: Path, text: str, *, sync_dir: bool = True, durable: bool = True) -> None:
+def temp_path(path: Path, *, directory: bool = False) -> Path:
+    """A fresh temp name beside ``path`` that ``sweep_temps`` recognises (created, empty)."""
+    prefix, parent = f".{path.name}.{os.getpid()}.", path.parent
+    if directory:
+        return Path(tempfile.mkdtemp(dir=parent, prefix=prefix, suffix=TEMP_SUFFIX))
+    fd, tmp = tempfile.mkstemp(dir=parent, prefix=prefix, suffix=TEMP_SUFFIX)
+    os.close(fd)
+    return Path(tmp)
+
+
+def atomic_write_text(
+    path: Path, text: str, *, sync_dir: bool = True, durable: bool = True, mode: int | None = None
+) -> None:
     """Temp file in the same directory, fsync, ``os.replace``; the temp never outlives a failure.
 
     ``durable=False`` skips the fsyncs for derived data that a re-run recreates (caches, sidecars):
-    the rename still makes the write all-or-nothing, only a power cut may lose it.
+    the rename still makes the write all-or-nothing, only a power cut may lose it. ``mode`` is the
+    new file's permission bits (default ``0666 & ~umask``).
     """
-    atomic_write_bytes(path, text.encode("utf-8"), sync_dir=sync_dir, durable=durable)
+    atomic_write_bytes(path, text.encode("utf-8"), sync_dir=sync_dir, durable=durable, mode=mode)
 
 
 def temp_pattern(path: Path) -> str:
     """Glob (in ``path.parent``) of the temp files ``atomic_write_*`` makes for ``path``: only a
-    SIGKILL between create and rename can leave one behind, for the next writer to remove."""
-    return f".{path.name}.*.tmp"
+    SIGKILL between create and rename can leave one behind, for ``sweep_temps`` to remove."""
+    return f".{path.name}.*{TEMP_SUFFIX}"
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, sync_dir: bool = True, durable: bool = True) -> None:
+def atomic_write_bytes(
+    path: Path, data: bytes, *, sync_dir: bool = True, durable: bool = True, mode: int | None = None
+) -> None:
     """``atomic_write_text`` for bytes."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    sweep_once(path.parent)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             if durable:
                 fh.flush()
                 os.fsync(fh.fileno())
-        os.chmod(tmp, _file_mode())
+        os.chmod(tmp, _file_mode() if mode is None else mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -62,6 +101,17 @@ def atomic_write_bytes(path: Path, data: bytes, *, sync_dir: bool = True, durabl
         raise
     if sync_dir and durable:
         fsync_dirs([path.parent])
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a directory as one step: renamed to a temp name first, so a crash midway leaves only
+    a temp (swept later), never a half-removed directory under its real name."""
+    if not path.exists():
+        return
+    doomed = temp_path(path, directory=True)
+    os.rmdir(doomed)
+    os.replace(path, doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
 
 
 def fsync_dirs(dirs: Iterable[Path]) -> None:
@@ -74,3 +124,122 @@ def fsync_dirs(dirs: Iterable[Path]) -> None:
                 os.fsync(dir_fd)
             finally:
                 os.close(dir_fd)
+
+
+# --------------------------------------------------------------------------- sweeping
+
+
+def sweep_once(directory: Path) -> None:
+    """``sweep_temps(directory)`` the first time this process writes there."""
+    key = str(directory)
+    with _swept_lock:
+        if key in _swept:
+            return
+        _swept.add(key)
+    with contextlib.suppress(OSError):
+        sweep_temps(directory)
+
+
+def sweep_temps(directory: Path) -> list[Path]:
+    """Remove the temp files (and half-removed directories) in ``directory`` whose writer is gone.
+
+    Only names distill makes, only entries the current user owns, and only when the pid in the
+    name is not a live process that started before the temp was written.
+    """
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(directory))
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return removed
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    now = time.time()
+    for entry in entries:
+        name = entry.name
+        if not name.startswith(".") or not (name.endswith(TEMP_SUFFIX) or name.startswith(".probe-")):
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if uid is not None and st.st_uid != uid:
+            continue
+        m = _TEMP.match(name)
+        if m:
+            if writer_alive(int(m["pid"]), st.st_mtime):
+                continue
+        elif not (_LEGACY.match(name) and now - st.st_mtime > LEGACY_AGE_S):
+            continue
+        with contextlib.suppress(OSError):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+            removed.append(Path(entry.path))
+    return removed
+
+
+def writer_alive(pid: int, since: float) -> bool:
+    """Whether process ``pid`` exists, is not a zombie, and started before ``since`` (an mtime).
+
+    The start time catches a pid reused after a reboot or a wrap-around: a process that started
+    after the temp file was last written cannot be the one writing it.
+    """
+    if pid == os.getpid():
+        return True
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's process: alive
+    except OSError:
+        return False
+    started = _process_start(pid)
+    if started is None:
+        return True  # cannot tell (not Linux): assume it is the writer
+    state, start = started
+    return state != "Z" and start <= since + 1.0
+
+
+def _process_start(pid: int) -> tuple[str, float] | None:
+    """(state letter, start time in epoch seconds) from ``/proc``; None where there is no ``/proc``."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read().decode("ascii", "replace")
+        fields = stat[stat.rindex(")") + 2 :].split()
+        ticks = int(fields[19])  # field 22 of stat: start time in clock ticks after boot
+        return fields[0], _boot_time() + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@lru_cache(maxsize=1)
+def _boot_time() -> float:
+    with open("/proc/stat", "rb") as fh:
+        for line in fh:
+            if line.startswith(b"btime "):
+                return float(line.split()[1])
+    raise ValueError("no btime in /proc/stat")
+
+
+def private_tempdir(prefix: str) -> Path:
+    """A 0700 directory ``<tmp>/<prefix><pid>-<random>``, after removing those of dead processes.
+
+    For scratch copies of the user's files (Hermes config, the database): a killed distill must
+    not leave them in ``/tmp`` for good.
+    """
+    root = Path(tempfile.gettempdir())
+    pattern = re.compile(re.escape(prefix) + r"(\d+)-")
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(root):
+            m = pattern.match(entry.name)
+            if not m or not entry.is_dir(follow_symlinks=False):
+                continue
+            with contextlib.suppress(OSError):
+                st = entry.stat(follow_symlinks=False)
+                if (uid is None or st.st_uid == uid) and not writer_alive(int(m[1]), st.st_mtime):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))

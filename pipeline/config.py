@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipeline.errors import InputError
+
 #: Sources Hermes itself hides from pickers or search, and that distill skips unless asked.
 DEFAULT_EXCLUDED_SOURCES: tuple[str, ...] = ("tool", "subagent", "cron", "kanban", "oneshot")
 
@@ -67,6 +69,8 @@ class Settings(BaseModel):
     max_tokens: int | None = None
     chunk_tokens: int = DEFAULT_CHUNK_TOKENS
     cache_path: Path | None = None
+    llm_timeout: float = Field(600.0, description="Seconds one model call may take (DISTILL_LLM_TIMEOUT).")
+    llm_retries: int = Field(3, description="Retries of a call that failed transiently (DISTILL_LLM_RETRIES).")
 
 
 def build_settings(
@@ -82,4 +86,11 @@ def build_settings(
     home = profile_home(profile, env)
     resolved_db = Path(db).expanduser() if db else home / "state.db"
     resolved_out = Path(out).expanduser() if out else home / "distilled"
+    # A hung or rate-limited model server: how long to wait, how often to retry (flag-less knobs).
+    for name, key, kind in (("DISTILL_LLM_TIMEOUT", "llm_timeout", float), ("DISTILL_LLM_RETRIES", "llm_retries", int)):
+        if env.get(name) and key not in fields:
+            try:
+                fields[key] = kind(env[name])
+            except ValueError:
+                raise InputError(f"{name}={env[name]!r}: not a number") from None
     return Settings(home=home, db=resolved_db, out=resolved_out, **fields)  # type: ignore[arg-type]

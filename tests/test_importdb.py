@@ -104,7 +104,14 @@ def test_never_a_partial_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(mod, "_message_row", flaky)
     with pytest.raises(RuntimeError):
         import_sessions(sessions()[:1], db, allow_existing=False)
-    conn = sqlite3.connect(db)
+    # A new database is built under a temp name and renamed when complete: nothing is left at all.
+    assert not db.exists() and list(tmp_path.iterdir()) == []
+    db2 = tmp_path / "existing.db"
+    import_sessions([], db2, allow_existing=False)
+    calls["n"] = 0
+    with pytest.raises(RuntimeError):
+        import_sessions(sessions()[:1], db2, allow_existing=True)
+    conn = sqlite3.connect(db2)
     assert conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0] == 0
     assert conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 0
 

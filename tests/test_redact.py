@@ -4,9 +4,10 @@ import time
 
 import pytest
 
+from pipeline import redact as redact_mod
 from pipeline.models import Chunk, Message, Session, ToolCall
-from pipeline.redact import RULES, redact, redact_chunk, redact_message, redact_session
-from tests.secrets_corpus import BENIGN, SECRETS
+from pipeline.redact import RULES, redact, redact_chunk, redact_full, redact_message, redact_session
+from tests.secrets_corpus import ALL_SECRETS, BENIGN, MORE_BENIGN, MORE_SECRETS, SECRETS
 
 
 @pytest.mark.parametrize("s", SECRETS, ids=[f"{i}-{s.kind}" for i, s in enumerate(SECRETS)])
@@ -148,3 +149,89 @@ def test_redact_chunk_checkpoint():
     r = redact_chunk(c)
     assert "hunter2" not in r.messages[0].content
     assert "sk-abcdef" not in (r.checkpoint or "")
+
+
+# --------------------------------------------------------------------------- issue 16: more formats, one pass
+
+
+@pytest.mark.parametrize("s", MORE_SECRETS, ids=[f"{i}-{s.kind}" for i, s in enumerate(MORE_SECRETS)])
+def test_more_formats_disappear(s):
+    out = redact(s.context)
+    assert s.secret not in out
+    if s.kind:
+        assert f"[REDACTED:{s.kind}]" in out
+    assert redact(out) == out
+
+
+@pytest.mark.parametrize("text", MORE_BENIGN)
+def test_newer_rules_leave_ordinary_text_alone(text):
+    assert redact(text) == text
+
+
+def test_the_corpus_covers_fifty_formats():
+    assert len({(s.kind, s.secret[:4]) for s in ALL_SECRETS}) >= 50
+
+
+def test_a_second_label_is_not_the_value():
+    assert redact("credential: token: f16f3a9b2c4d5e6f7a8b9c0d1e2f3a4b") == "credential: token: [REDACTED:TOKEN]"
+    assert "S3cr3t" not in redact("password: passwd=S3cr3t!x")
+    assert redact("password=abc123==") == "password=[REDACTED:PASSWORD]"  # base64 padding is a value
+
+
+def test_one_pass_screen_agrees_with_running_every_rule():
+    """The RE2 set must flag every rule that can fire: with and without it, the same output."""
+    texts = [s.context for s in ALL_SECRETS] + list(BENIGN + MORE_BENIGN)
+    texts += [a.context + "\n" + b for a, b in zip(ALL_SECRETS, [*BENIGN, *MORE_BENIGN] * 5, strict=False)]
+    assert redact_mod._SCREEN is not None, "google-re2 is a dependency: the screen must be on"
+    for text in texts:
+        assert redact(text) == redact_full(text), text
+    assert all(redact_mod.flagged(b) == () or redact(b) == b for b in BENIGN)
+
+
+def test_screen_holds_on_a_long_random_text():
+    """A lazy DFA that ran out of memory would flag nothing: 4 MB of token soup must not get there."""
+    import random
+    import string
+
+    rnd = random.Random(16)
+    soup = "".join(rnd.choice(string.ascii_letters + string.digits + "+/=_-.: \n") for _ in range(4_000_000))
+    text = soup + "\n" + MORE_SECRETS[4].context + "\n" + soup[:1000]
+    assert MORE_SECRETS[4].secret not in redact(text)
+
+
+def test_no_secret_in_any_recorded_request_body():
+    """Every cassette (tests and evals): no corpus secret in a body, and today's rules leave each body
+    as recorded (a rule that changed one would make its replay miss)."""
+    import json as _json
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parent.parent
+    files = sorted([*root.glob("tests/cassettes/**/*.yaml"), *root.glob("evals/cassettes/**/*.yaml")])
+    assert len(files) >= 20
+    bodies = 0
+    for f in files:
+        for inter in (yaml.safe_load(f.read_text("utf-8")) or {}).get("interactions", []):
+            body = inter["request"].get("body")
+            body = body.get("string") if isinstance(body, dict) else body
+            if not body:
+                continue
+            bodies += 1
+            text = body if isinstance(body, str) else body.decode("utf-8", "replace")
+            for s in ALL_SECRETS:
+                assert s.secret not in text and _json.dumps(s.secret)[1:-1] not in text, (f.name, s.kind)
+            for value in _strings(_json.loads(text)):
+                assert redact(value) == value, (f.name, value[:200])
+    assert bodies >= 50
+
+
+def _strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)

@@ -239,9 +239,10 @@ def save(
     try:
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{_key(argv, env, cwd or os.getcwd())}.json"
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(record, ensure_ascii=False), "utf-8")
-        os.replace(tmp, path)  # a torn record fails to parse and only costs a full run
+        from pipeline.atomic import atomic_write_text
+
+        # Named so a killed run's temp is swept; a torn record would only cost a full run.
+        atomic_write_text(path, json.dumps(record, ensure_ascii=False), durable=False)
         _prune(folder)
     except OSError:
         return None  # an unwritable cache only costs the next run its shortcut

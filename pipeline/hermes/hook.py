@@ -25,14 +25,15 @@ import json
 import os
 import shlex
 import shutil
+import stat
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from pipeline.atomic import atomic_write_text, private_tempdir, temp_path
 from pipeline.config import hermes_home, profile_home
 from pipeline.errors import DistillError, InputError
 from pipeline.hermes import plugin as hp
@@ -119,12 +120,22 @@ def edit_allowlist(path: Path, *, add: str | None) -> Change:
 
 
 def _backup(path: Path) -> Path:
+    # An install that was killed after its backup: that backup still holds these bytes, reuse it.
+    olds = sorted(path.parent.glob(f"{path.name}.*.bak"), key=lambda p: p.stat().st_mtime_ns)
+    if olds and olds[-1].read_bytes() == path.read_bytes():
+        return olds[-1]
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     dest = path.with_name(f"{path.name}.{stamp}.bak")
     n = 1
     while dest.exists():
         dest, n = path.with_name(f"{path.name}.{stamp}-{n}.bak"), n + 1
-    shutil.copy2(path, dest)
+    tmp = temp_path(dest)  # a backup cut short by a crash must not look like a whole one
+    try:
+        shutil.copy2(path, tmp)
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return dest
 
 def apply_change(change: Change) -> Path | None:
@@ -134,15 +145,12 @@ def apply_change(change: Change) -> Path | None:
     path = change.path
     with hermes_flock(path) if path.name == ALLOWLIST else contextlib.nullcontext():
         backup = _backup(path) if path.exists() else None
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(change.new)
         if path.name == ALLOWLIST:
-            os.chmod(tmp, 0o600)  # as Hermes writes it: approvals decide what runs unattended
-        elif backup is not None:
-            shutil.copymode(backup, tmp)
-        os.replace(tmp, path)
+            mode: int | None = 0o600  # as Hermes writes it: approvals decide what runs unattended
+        else:
+            mode = stat.S_IMODE(backup.stat().st_mode) if backup is not None else 0o600  # as mkstemp made it
+        # Atomic, and named so a temp left by a killed install is swept by the next write here.
+        atomic_write_text(path, change.new, mode=mode)
     return backup
 
 
@@ -210,8 +218,8 @@ def plan(home: Path, steps: list[Step]) -> list[Change]:
     result), so a dry run shows exactly what ``--apply`` would write.
     """
     changes: dict[str, Change] = {}
-    with tempfile.TemporaryDirectory(prefix="distill-hook-") as tmp:
-        scratch = Path(tmp)
+    scratch = private_tempdir("distill-hook-")  # swept if a killed install left one
+    try:
         originals: dict[str, str] = {}
         for name in ("config.yaml", ALLOWLIST):
             if (home / name).exists():
@@ -228,6 +236,8 @@ def plan(home: Path, steps: list[Step]) -> list[Change]:
                 home / name, originals.get(name, ""), c.new, (prev.note if prev else "") or c.note
             )
             c.path.write_text(c.new, encoding="utf-8")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return list(changes.values())
 
 

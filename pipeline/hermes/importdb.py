@@ -16,6 +16,7 @@ so a session is either fully present or absent. Writing into an existing databas
 from __future__ import annotations
 
 import json
+import os
 import random
 import sqlite3
 import time
@@ -128,8 +129,12 @@ def _tool_calls_json(m: Message) -> str | None:
     return json.dumps(calls, ensure_ascii=False)
 
 
+def _exists(db: Path) -> bool:
+    return db.exists() and db.stat().st_size > 0
+
+
 def _connect(db: Path, allow_existing: bool) -> sqlite3.Connection:
-    existed = db.exists() and db.stat().st_size > 0
+    existed = _exists(db)
     if existed and not allow_existing:
         raise InputError(f"{db}: already exists; pass the consent flag to add sessions to it, or choose a new file")
     if not db.parent.exists():
@@ -142,7 +147,8 @@ def _connect(db: Path, allow_existing: bool) -> sqlite3.Connection:
             conn.close()
             raise NotAHermesDatabase(f"{db}: has no Hermes sessions/messages tables; point --into-db at a Hermes state.db or a new file")
     else:
-        conn.execute("PRAGMA journal_mode=WAL")  # what Hermes uses; lets readers run while we import
+        # A new database is built under a temp name (see import_sessions): no journal file to leave.
+        conn.execute("PRAGMA journal_mode=MEMORY")
         conn.executescript(_DDL)
         conn.execute("INSERT INTO schema_version(version) VALUES (?)", (SCHEMA_VERSION,))
     return conn
@@ -247,14 +253,35 @@ def import_sessions(sessions: Iterable[Session], db: Path, *, allow_existing: bo
     """Write each session (one transaction each) into ``db``; returns how many were added.
 
     Sessions whose id is already present are skipped, so re-running an import is harmless.
+    A new database is written under a temp name beside ``db`` and renamed into place when every
+    session is in: an import that is killed leaves no half-made ``db`` (which a rerun would then
+    refuse as "already exists"), only a temp file the next write there sweeps.
     """
     db = Path(db).expanduser()
-    conn = _connect(db, allow_existing)
+    if _exists(db) or not db.parent.exists():
+        conn = _connect(db, allow_existing)
+        try:
+            scols, mcols = _columns(conn, "sessions"), _columns(conn, "messages")
+            return sum(_write_one(conn, s, scols, mcols) for s in sessions)
+        finally:
+            conn.close()
+    from pipeline.atomic import sweep_temps, temp_path
+
+    sweep_temps(db.parent)
+    tmp = temp_path(db)
     try:
-        scols, mcols = _columns(conn, "sessions"), _columns(conn, "messages")
-        return sum(_write_one(conn, s, scols, mcols) for s in sessions)
-    finally:
-        conn.close()
+        conn = _connect(tmp, allow_existing=False)
+        try:
+            scols, mcols = _columns(conn, "sessions"), _columns(conn, "messages")
+            added = sum(_write_one(conn, s, scols, mcols) for s in sessions)
+            conn.execute("PRAGMA journal_mode=WAL")  # what Hermes uses; lets readers run beside it
+        finally:
+            conn.close()  # the last close checkpoints: the file is complete without a -wal
+        os.replace(tmp, db)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return added
 
 
 __all__ = ["CONTENT_JSON_PREFIX", "encode_content", "import_sessions"]

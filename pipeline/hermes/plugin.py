@@ -271,9 +271,9 @@ def record_run(home: Path, entry: dict[str, Any], keep: int = 20) -> None:
             data = {}
         recent = [e for e in data.get("recent", []) if isinstance(e, dict)]
         data.update(last_run=entry, recent=[*recent, entry][-keep:], log=str(log_path_for(home)))
-        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        from pipeline.atomic import atomic_write_text
+
+        atomic_write_text(path, json.dumps(data, indent=2) + "\n")
 
 
 def run_worker(session_id: str, *, trigger: str = "plugin", spawned_at: float | None = None) -> int:

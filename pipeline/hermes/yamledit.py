@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from pipeline.errors import InputError
+from pipeline.errors import DistillError, InputError
 
 # --------------------------------------------------------------------------- text edits
 
@@ -177,6 +177,15 @@ def load_config(path: Path) -> tuple[str, dict[str, Any]]:
     if not path.exists():
         return "", {}
     text = path.read_text(encoding="utf-8")
+    from pipeline.notes.frontmatter import FrontmatterLimit, parse_yaml
+
+    try:
+        parse_yaml(text)  # bounded first: an alias bomb or a 1000-level nest must not hang distill
+    except FrontmatterLimit as exc:
+        raise InputError(f"{path}: {str(exc).replace('frontmatter', 'the file')}, so distill left it untouched; "
+                         "fix it (or restore a .bak), then run `distill hook install` again") from exc
+    except DistillError:
+        pass  # plain YAML errors (and a top level that is not a mapping) are reported below
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -104,14 +104,47 @@ def _key_for_model(model: str, env: dict[str, str], home: Path) -> str | None:
     return _key(_KEY_VARS.get(prefix), env, home)
 
 
+#: Values a config file may expand to (aliases counted as copies); past it the file is not read.
+_MAX_YAML_NODES = 50_000
+
+
 def _load_yaml(path: Path) -> dict[str, Any]:
+    """A config file's mapping, or {} when it is missing, broken or a YAML alias bomb.
+
+    Composing builds the node graph without expanding aliases (cheap even for a bomb); only a
+    graph of sane expanded size is then constructed, which is where a bomb would hang.
+    """
     import yaml
 
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+        text = path.read_text(encoding="utf-8")
+        if len(text) > 4_000_000:
+            return {}
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+            if node is None or _expanded(node, {}) > _MAX_YAML_NODES:
+                return {}
+            data = loader.construct_document(node)
+        finally:
+            loader.dispose()
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def _expanded(node: Any, memo: dict[int, int]) -> int:
+    import yaml
+
+    key = id(node)
+    if key not in memo:
+        memo[key] = 1
+        if isinstance(node, yaml.SequenceNode):
+            memo[key] += sum(_expanded(c, memo) for c in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            memo[key] += sum(_expanded(k, memo) + _expanded(v, memo) for k, v in node.value)
+        memo[key] = min(memo[key], _MAX_YAML_NODES + 1)
+    return memo[key]
 
 
 def _from_hermes_block(

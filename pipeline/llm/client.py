@@ -284,7 +284,7 @@ def open_client(
     report: RunReport | None = None,
     *,
     env: dict[str, str] | None = None,
-    num_retries: int = 3,
+    num_retries: int | None = None,
     **client_kwargs: Any,
 ) -> Iterator[LLMClient | None]:
     """Yield a ready client (starting the embedded server if that is the model), or None.
@@ -308,7 +308,8 @@ def open_client(
     for n in notes:
         notice(n)
     kwargs = {
-        "num_retries": num_retries,
+        "num_retries": settings.llm_retries if num_retries is None else num_retries,
+        "timeout": settings.llm_timeout,
         "max_cost": settings.max_cost,
         "max_tokens": settings.max_tokens,
         **client_kwargs,

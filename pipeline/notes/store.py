@@ -24,7 +24,6 @@ import fnmatch
 import json
 import os
 import re
-import tempfile
 import threading
 import time
 import zlib
@@ -34,12 +33,12 @@ from pathlib import Path, PurePosixPath
 from types import TracebackType
 from typing import Any, Literal
 
-import yaml
 from filelock import FileLock, Timeout
 
-from pipeline.atomic import atomic_write_text, fsync_dirs
+from pipeline.atomic import atomic_write_text, fsync_dirs, sweep_temps, temp_path
 from pipeline.errors import OutputError, SessionError
 from pipeline.models import Note, SessionResult
+from pipeline.notes.frontmatter import MAX_BYTES, FrontmatterError, FrontmatterLimit, load_frontmatter
 from pipeline.notes.render import (
     GENERATED_KEYS,
     dump_note,
@@ -58,6 +57,8 @@ _H2 = re.compile(r"^ {0,3}##[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 _FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}(?=[^`]*$)|~{3,})")
 _FENCE_CLOSE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*$")
 _FRONTMATTER = re.compile(r"\A---\s*\n.*?\n---\s*(?:\n|\Z)", re.DOTALL)
+_YEAR = re.compile(r"^\d{4}$")
+_MONTH = re.compile(r"^\d{2}$")
 
 
 class NoteStore:
@@ -165,13 +166,20 @@ class NoteStore:
         if not self._ensured:
             self._ensure_dirs()
         with self._session_lock(sid):
-            with self._locating:
-                rel = self._locate(note)
-            target = self.out_dir / rel
-            if not force and self._current(sid, rel, note.content_hash):
-                return SessionResult(session_id=sid, status="unchanged", path=str(target))
-            old = target.read_text(encoding="utf-8") if target.is_file() else None
-            text, problems = merge_note(note, old)
+            where = self.out_dir / note.relpath
+            try:
+                with self._locating:
+                    rel = self._locate(note)
+                target = where = self.out_dir / rel
+                if not force and self._current(sid, rel, note.content_hash):
+                    return SessionResult(session_id=sid, status="unchanged", path=str(target))
+                old = _read_old(target)
+                text, problems = merge_note(note, old)
+            except FrontmatterLimit as exc:
+                # Someone (or a sync tool) left YAML that would hang or balloon the parser: touch nothing.
+                where = getattr(exc, "path", None) or where
+                raise SessionError(sid, f"note {where}: {exc}; it was left untouched. Fix or delete its "
+                                        "frontmatter, then run distill again") from exc
             title = str(note.frontmatter.get("title") or "")
             status: Literal["written", "unchanged"] = "unchanged" if text == old else "written"
             if status == "written":
@@ -236,7 +244,12 @@ class NoteStore:
         if entry and entry["path"] == rel:
             return self.unchanged(session_id, content_hash)
         meta = _read_meta(self.out_dir / rel)  # found without the index (lost or stale)
-        return meta is not None and meta.get("id") == session_id and meta.get("content_hash") == content_hash
+        if meta is not None and meta.get("id") == session_id and meta.get("content_hash") == content_hash:
+            # Put it back in the index: a run killed before saving the index lost the entry, and
+            # without it every later run would re-render this session to learn it is current.
+            self._record(session_id, rel, content_hash, str(meta.get("title") or ""))
+            return True
+        return False
 
     def _locate(self, note: Note, *, claim: bool = True) -> str:
         """The session's existing note path, else ``note.relpath`` (suffixed if another note owns it).
@@ -312,15 +325,29 @@ class NoteStore:
         try:
             self.meta_dir.mkdir(parents=True, exist_ok=True)
             # mkdir succeeding is not proof (read-only mounts, ACLs): write and remove a probe file.
-            fd, probe = tempfile.mkstemp(dir=self.meta_dir, prefix=".probe-")
-            os.close(fd)
-            os.unlink(probe)
+            os.unlink(temp_path(self.meta_dir / "probe"))
             self._ensured = True
+            self._sweep()
         except OSError as exc:
             raise OutputError(
                 f"cannot write to output directory {self.out_dir}: {exc.strerror or exc}; "
                 "pass --out with a writable directory"
             ) from exc
+
+    def _sweep(self) -> None:
+        """Remove temp files a killed distill left in this output tree (``atomic.sweep_temps``).
+
+        Only the folders distill writes are visited (``YYYY/MM``, ``.distill``, ``skills``), not
+        the rest of a vault the output directory may share.
+        """
+        dirs = [self.out_dir]
+        for year in _subdirs(self.out_dir, _YEAR):
+            dirs += [year, *_subdirs(year, _MONTH)]
+        for top in (self.meta_dir, self.out_dir / "skills"):
+            if top.is_dir():
+                dirs += [Path(d) for d, _, _ in os.walk(top)]
+        for directory in dirs:
+            sweep_temps(directory)
 
     def _check_creatable(self) -> None:
         path = self.out_dir
@@ -337,14 +364,18 @@ class NoteStore:
             data = json.loads(self.index_path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return {}
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             # Only a cache: start empty (lookups fall back to the notes) and say so.
             self.problems.append(f"ignored unreadable index {self.index_path}: {exc}")
             return {}
         if not isinstance(data, dict):
             self.problems.append(f"ignored malformed index {self.index_path}")
             return {}
-        return {k: v for k, v in data.items() if isinstance(v, dict) and isinstance(v.get("path"), str)}
+        # Entries are trusted only as far as their shape: a path leaving the output directory (an
+        # edited or planted index) would make the next write land outside it.
+        return {k: v for k, v in data.items()
+                if isinstance(v, dict) and all(isinstance(x, str) for x in v.values())
+                and isinstance(v.get("path"), str) and _safe_relpath(v["path"])}
 
     def session_lock(self, session_id: str) -> contextlib.AbstractContextManager[object]:
         """The lock ``write`` holds for ``session_id``'s note: take it to edit that note in place."""
@@ -378,16 +409,13 @@ def merge_note(note: Note, old_text: str | None) -> tuple[str, list[str]]:
         return dump_note(note.frontmatter, note.body), []
     problems: list[str] = []
     try:
-        import frontmatter
-
-        post = frontmatter.loads(old_text)
-        old_meta = post.metadata if isinstance(post.metadata, dict) else {}
-        old_body = post.content
-    except (yaml.YAMLError, ValueError) as exc:
+        # Bounded (``notes.frontmatter``): a limit broken raises ``FrontmatterLimit`` to the caller.
+        old_meta, old_body = load_frontmatter(old_text)
+    except FrontmatterLimit:
+        raise
+    except FrontmatterError as exc:
         # Keep the Notes text even when the user broke the YAML; their keys cannot be recovered.
-        problems.append(
-            f"existing frontmatter unreadable ({exc.__class__.__name__}); user properties dropped"
-        )
+        problems.append(f"existing frontmatter unreadable ({exc}); user properties dropped")
         old_meta, old_body = {}, _FRONTMATTER.sub("", old_text, count=1)
     meta = merge_frontmatter(note.frontmatter, old_meta)
     body = splice_notes(note.body, extract_notes(old_body))
@@ -484,27 +512,66 @@ def _union(first: list[str], second: list[str]) -> list[str]:
 # --------------------------------------------------------------------------- file system
 
 
+def _subdirs(directory: Path, name: re.Pattern[str]) -> list[Path]:
+    try:
+        return [Path(e.path) for e in os.scandir(directory) if name.match(e.name) and e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+
+
+def _safe_relpath(relpath: str) -> bool:
+    rel = PurePosixPath(relpath)
+    return not (rel.is_absolute() or ".." in rel.parts or "\\" in relpath or ":" in relpath
+                or rel.suffix != ".md" or not rel.parts or rel.parts[0] in (META_DIR, "skills"))
+
+
 def _check_relpath(note: Note) -> None:
     # relpath comes from render, but a note is a plain model anyone can build: never let it escape.
-    rel = PurePosixPath(note.relpath)
-    if rel.is_absolute() or ".." in rel.parts or "\\" in note.relpath or rel.suffix != ".md":
+    if not _safe_relpath(note.relpath):
         raise SessionError(note.session_id, f"unsafe note path {note.relpath!r}")
 
 
 def _owned_by(path: Path, session_id: str) -> bool:
-    """Whether the note at ``path`` says, in its frontmatter, that it is ``session_id``'s."""
-    meta = _read_meta(path)
+    """Whether the note at ``path`` says, in its frontmatter, that it is ``session_id``'s.
+
+    A note whose frontmatter breaks the limits cannot say: ``FrontmatterLimit`` is raised rather
+    than a guess that would write a second note beside it.
+    """
+    meta = _read_meta(path, strict=True)
     return meta is not None and str(meta.get("id")) == session_id
 
 
-def _read_meta(path: Path) -> dict[str, Any] | None:
-    """A note's frontmatter, or ``None`` when it is missing or unreadable."""
-    import frontmatter
+def _read_meta(path: Path, *, strict: bool = False) -> dict[str, Any] | None:
+    """A note's frontmatter, or ``None`` when it is missing or unreadable.
 
+    Only the head of the file is read: frontmatter larger than ``MAX_BYTES`` is refused anyway.
+    ``strict`` raises ``FrontmatterLimit`` (with ``path``) for a hostile block instead of ``None``.
+    """
     try:
-        meta = frontmatter.load(str(path)).metadata
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError):
+        with path.open("rb") as fh:
+            head = fh.read(MAX_BYTES + 4096).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
         return None
-    return meta if isinstance(meta, dict) else None
+    try:
+        meta, _ = load_frontmatter(head)
+    except FrontmatterLimit as exc:
+        if strict:
+            exc.path = path  # type: ignore[attr-defined]
+            raise
+        return None
+    except FrontmatterError:
+        return None
+    return meta if meta else None
+
+
+def _read_old(path: Path) -> str | None:
+    """The note's current text, to merge with (``FrontmatterLimit`` when it is not text at all)."""
+    if not path.is_file():
+        return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        # Not UTF-8 (a tool re-encoded it): merging would mangle it, so keep it and write nothing.
+        raise FrontmatterLimit("the note is not UTF-8 text") from None
 
 

@@ -9,12 +9,48 @@ the prior tail message before its delimiter) becomes the checkpoint plus that au
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from pipeline.models import Message, ToolCall
 
 CONTENT_JSON_PREFIXES = ("\x00json:", "\x01json:")
 IMAGE_MARKER = "[image]"
+#: Tool arguments nested deeper than this are kept as their JSON text: every later stage (redaction,
+#: facts, hashing) walks them, and a hostile ``[[[[...]]]]`` must not exhaust the stack there.
+MAX_JSON_DEPTH = 64
+_BAD_JSON = object()
+
+
+def as_text(value: Any) -> str:
+    """A column value as text: blobs decoded (invalid UTF-8 replaced), numbers spelled out."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode("utf-8", "replace").replace("\x00", "")
+    return "" if value is None else str(value)
+
+
+def load_json(raw: Any, default: Any = None) -> Any:
+    """``json.loads`` that returns ``default`` for invalid JSON, and for JSON nested past the stack."""
+    try:
+        return json.loads(raw)
+    except (ValueError, TypeError, RecursionError):
+        return default
+
+
+def too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether a parsed JSON value nests deeper than ``limit`` (checked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return False
 
 # Hermes's compaction markers (agent/context_compressor.py). Match stable heads, not full texts.
 CARRIER_HEADS = (
@@ -38,11 +74,11 @@ def content_text(raw: Any, problems: list[str], where: str) -> tuple[str, int]:
         return parts_text(raw)
     text = str(raw)
     if text.startswith(CONTENT_JSON_PREFIXES):
-        try:
-            return parts_text(json.loads(text[len(CONTENT_JSON_PREFIXES[0]) :]))
-        except ValueError:
-            problems.append(f"{where}: structured content is not valid JSON; kept as text")
-            text = text[len(CONTENT_JSON_PREFIXES[0]) :]
+        parts = load_json(text[len(CONTENT_JSON_PREFIXES[0]) :], _BAD_JSON)
+        if parts is not _BAD_JSON and not too_deep(parts):
+            return parts_text(parts)
+        problems.append(f"{where}: structured content is not valid JSON; kept as text")
+        text = text[len(CONTENT_JSON_PREFIXES[0]) :]
     if "\x00" in text:
         problems.append(f"{where}: NUL bytes removed")
         text = text.replace("\x00", "")
@@ -83,9 +119,8 @@ def tool_calls(raw: Any, problems: list[str], where: str) -> tuple[ToolCall, ...
         return ()
     value = raw
     if isinstance(raw, str | bytes):
-        try:
-            value = json.loads(raw)
-        except ValueError:
+        value = load_json(raw, _BAD_JSON)
+        if value is _BAD_JSON or too_deep(value, MAX_JSON_DEPTH + 4):
             problems.append(f"{where}: tool_calls is not valid JSON; calls dropped")
             return ()
     if isinstance(value, dict):
@@ -101,7 +136,9 @@ def tool_calls(raw: Any, problems: list[str], where: str) -> tuple[ToolCall, ...
         name = fn.get("name") or item.get("name")
         if not name:
             continue
-        calls.append(ToolCall(id=item.get("id") or item.get("call_id"), name=str(name), arguments=parse_args(fn.get("arguments", fn.get("input")))))
+        call_id = item.get("id") or item.get("call_id")
+        calls.append(ToolCall(id=None if call_id is None else as_text(call_id), name=as_text(name),
+                              arguments=parse_args(fn.get("arguments", fn.get("input")))))
     return tuple(calls)
 
 
@@ -109,21 +146,17 @@ def parse_args(raw: Any) -> dict[str, Any] | str:
     if raw is None:
         return {}
     if isinstance(raw, dict):
-        return raw
+        return raw if not too_deep(raw) else json.dumps(raw)[:100_000]
     if isinstance(raw, str):
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            return raw
-        return value if isinstance(value, dict) else raw
+        value = load_json(raw, raw)
+        return value if isinstance(value, dict) and not too_deep(value) else raw
     return str(raw)
 
 
 def codex_text(raw: Any) -> str:
     """Text of a Responses-API reply stored only in ``codex_message_items``."""
-    try:
-        items = json.loads(raw) if isinstance(raw, str) else raw
-    except ValueError:
+    items = load_json(raw, None) if isinstance(raw, str | bytes) else raw
+    if too_deep(items):
         return ""
     if isinstance(items, dict):
         items = [items]
@@ -139,11 +172,10 @@ def unwrap_json(raw: Any, layers: int = 2) -> Any:
     """``display_metadata`` rows written before Hermes's guard are JSON-encoded twice."""
     value = raw
     for _ in range(layers + 1):
-        if not isinstance(value, str):
+        if not isinstance(value, str | bytes):
             break
-        try:
-            value = json.loads(value)
-        except ValueError:
+        value = load_json(value, _BAD_JSON)
+        if value is _BAD_JSON:
             return None
     return value
 
@@ -179,10 +211,14 @@ def split_carrier(text: str) -> tuple[str, str, str]:
 def decode_row(row: dict[str, Any], problems: list[str], *, segment: str | None = None) -> list[Message]:
     """One stored row → zero, one or two messages (see module docstring)."""
     rid = row.get("id")
-    where = f"message {rid}"
-    role = str(row.get("role") or "")
+    if not isinstance(rid, int | None):
+        rid = None if isinstance(rid, bytes | float) else as_text(rid)
+        rid = int(rid) if isinstance(rid, str) and rid.isdigit() else None
+    where = "message (no usable id)" if rid is None else f"message {rid}"
+    role = as_text(row.get("role")).strip()
     if role not in ("user", "assistant", "tool", "system"):
-        problems.append(f"{where}: unknown role {role!r} skipped")
+        shown = repr(role) if len(role) <= 12 and role.isprintable() else f"of {len(role)} characters"
+        problems.append(f"{where}: unknown role {shown} skipped")
         return []
     if row.get("observed"):
         return []  # ambient gateway message, observed but not a turn
@@ -200,14 +236,14 @@ def decode_row(row: dict[str, Any], problems: list[str], *, segment: str | None 
         return []
     common: dict[str, Any] = {
         "row_id": rid,
-        "timestamp": _float(row.get("timestamp")),
+        "timestamp": _float(row.get("timestamp"), problems, where),
         "active": bool(row.get("active", 1)),
         "compacted": bool(row.get("compacted", 0)),
         "identity": identity(row),
         "segment": segment,
     }
     calls = tool_calls(row.get("tool_calls"), problems, where)
-    reasoning = row.get("reasoning") or row.get("reasoning_content") or None
+    reasoning = as_text(row.get("reasoning") or row.get("reasoning_content")) or None
     if carrier:
         before, summary, after = split_carrier(text)
         out = [Message(role=role, content="", is_carrier=True, carrier_summary=summary, **common)]  # type: ignore[arg-type]
@@ -223,8 +259,8 @@ def decode_row(row: dict[str, Any], problems: list[str], *, segment: str | None 
             role=role,  # type: ignore[arg-type]
             content=text,
             tool_calls=calls,
-            tool_call_id=row.get("tool_call_id"),
-            tool_name=row.get("tool_name"),
+            tool_call_id=None if row.get("tool_call_id") is None else as_text(row.get("tool_call_id")),
+            tool_name=None if row.get("tool_name") is None else as_text(row.get("tool_name")),
             reasoning=reasoning,
             images=images,
             **common,
@@ -259,8 +295,20 @@ def identity(row: dict[str, Any]) -> str:
     return f"{PAYLOAD_IDENTITY}{h & 0xFFFFFFFFFFFFFFFF:016x}"
 
 
-def _float(value: Any) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except (TypeError, ValueError):
+def _float(value: Any, problems: list[str] | None = None, where: str = "") -> float | None:
+    """A message timestamp in epoch seconds; anything else is dropped (and said so)."""
+    if value is None:
         return None
+    got = None
+    if isinstance(value, int | float | str) and not isinstance(value, bool) and len(str(value)) < 64:
+        try:
+            got = float(value)
+        except ValueError:
+            got = None
+    if got is None or not math.isfinite(got):
+        if problems is not None:
+            text = value if isinstance(value, str) else None
+            shown = repr(text) if text is not None and len(text) <= 12 and text.isprintable() else type(value).__name__
+            problems.append(f"{where}: timestamp {shown} is not a time; ignored")
+        return None
+    return got

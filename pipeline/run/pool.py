@@ -16,6 +16,11 @@ every piece of state in the main process:
   written to a temp file, fsynced and renamed, but the fsyncs of concurrent commits overlap and
   the file system batches them into one journal commit, instead of the run waiting on each.
 
+Workers never outlive the run. A SIGKILL of the main process (what the OOM killer sends) runs
+no cleanup, and a worker blocked on its task queue would wait forever, holding state.db open. So
+each worker watches a pipe whose only write end is the main process's: when that process dies,
+however it dies, the kernel closes it and the worker exits.
+
 Results are reported in submission order, and a session is not submitted while a session it
 links to is still in flight (drafted or being committed), so notes, links and the report are
 byte-for-byte those of a serial run. At most ``WINDOW_PER_JOB × jobs`` sessions are in flight: memory stays flat in the number of
@@ -25,8 +30,12 @@ start-up costs milliseconds); elsewhere they are spawned.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import multiprocessing
 import os
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
@@ -37,7 +46,7 @@ from datetime import datetime
 from pipeline.errors import DistillError
 from pipeline.models import Lineage, Session, SessionResult
 from pipeline.read.hermes import HermesDB
-from pipeline.run.steps import Draft, draft_note
+from pipeline.run.steps import Draft, draft_note, fingerprint
 
 #: Sessions in flight per worker: enough to keep workers busy while the main process commits.
 WINDOW_PER_JOB = 3
@@ -85,10 +94,41 @@ class _Job:
 _READER: HermesDB | None = None
 
 
-def _attach(args: tuple[object, ...] | None) -> None:
+def _attach(args: tuple[object, ...] | None, lifeline: tuple[int, int, int, bool] | None = None) -> None:
     global _READER
+    if lifeline is not None:
+        _watch_parent(*lifeline)
     if args is not None:
         _READER = HermesDB.attach(*args)  # type: ignore[arg-type]
+
+
+def _watch_parent(read_fd: int, write_fd: int, parent: int, forked: bool) -> None:
+    """Exit this worker as soon as the process that started it is gone, however it died.
+
+    Forked, it watches the pipe (its own copy of the write end closed first: it would keep the
+    pipe open forever). Spawned (no fork on the platform), the fds were not inherited and it polls
+    its parent's pid instead.
+    """
+    if forked:
+        os.close(write_fd)
+
+    def by_pipe() -> None:
+        while True:
+            try:
+                if os.read(read_fd, 1) == b"":  # EOF: every write end is closed, the parent is dead
+                    break
+            except InterruptedError:
+                continue
+            except OSError:
+                break
+        os._exit(1)
+
+    def by_polling() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=by_pipe if forked else by_polling, name="distill-lifeline", daemon=True).start()
 
 
 def _draft_extractive(job: _Job) -> Draft | SessionResult:
@@ -97,17 +137,20 @@ def _draft_extractive(job: _Job) -> Draft | SessionResult:
     from pipeline.summarize.extractive import summarise_extractive
 
     try:
-        session = job.session
+        session, state = job.session, None
         if session is None:
             assert _READER is not None, "worker started without a database reader"
-            session = _READER.read_session(job.session_id)
-        return draft_note(
+            session, state = _READER.read_session_state(job.session_id)
+        draft = draft_note(
             session, chunk_tokens=job.chunk_tokens, summarise=summarise_extractive,
             summariser_id=job.summariser_id, distilled_at=job.distilled_at,
             link_for=lambda sid: job.links.get(sid) or default_link(sid),
             is_current=None if job.known_hash is None else job.known_hash.__eq__,
             skills_for=lambda _sid: job.skills,
         )
+        if state is not None and _READER is not None:
+            draft = dataclasses.replace(draft, fingerprint=fingerprint(_READER, job.session_id, state))
+        return draft
     except DistillError as exc:
         return SessionResult(session_id=job.session_id, status="failed", error=str(exc))
     except Exception as exc:  # reported per session, as in a serial run
@@ -145,8 +188,12 @@ class DraftPool:
         self.jobs = jobs
         self._resolve = resolve
         self._commit = commit
+        # The lifeline: the read end goes to every worker, the write end stays here (see module docstring).
+        self._lifeline = os.pipe()
         self._executor: ProcessPoolExecutor | None = ProcessPoolExecutor(
-            jobs, mp_context=context, initializer=_attach, initargs=(db.worker_args() if db is not None else None,)
+            jobs, mp_context=context, initializer=_attach,
+            initargs=(db.worker_args() if db is not None else None,
+                      (*self._lifeline, os.getpid(), context.get_start_method() == "fork")),
         )
         # Start the workers now, before the caller starts threads (a progress bar): forking a
         # process with other threads running can leave a lock held in the child forever.
@@ -169,6 +216,10 @@ class DraftPool:
         if self._executor is not None:
             self._executor.shutdown(wait=True, cancel_futures=True)
             self._executor = None
+        for fd in self._lifeline:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._lifeline = ()
 
     def add(self, session_id: str, tag: object, result: SessionResult) -> Iterator[tuple[str, object, SessionResult]]:
         self._queue.append(_Item(session_id, tag, result=result))

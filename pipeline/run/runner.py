@@ -225,6 +225,7 @@ def run(
             for sid, fp, result in results:
                 if fp is not None and result.status in ("written", "unchanged"):
                     seen.set(sid, fp, summariser_id)
+                result = _redacted(result)
                 report.add(result)
                 if on_result:
                     on_result(result)
@@ -234,6 +235,10 @@ def run(
                 # and a fingerprint must never be on disk before the note it vouches for.
                 store.save_index()
                 seen.save()
+    # Notices quote what went wrong (a model's error text, a file name): redacted like results.
+    from pipeline.redact import redact
+
+    report.notices[:] = [redact(n) for n in report.notices]
     report.elapsed_s = round(time.perf_counter() - started, 3)
     return report
 
@@ -246,6 +251,19 @@ def _newest(sessions: list[Session], n: int) -> list[Session]:
 
     kept = {id(s) for s in sorted(sessions, key=last, reverse=True)[:n]}
     return [s for s in sessions if id(s) in kept]
+
+
+def _redacted(result: SessionResult) -> SessionResult:
+    """The result with its error and problems redacted: they quote data (a bad value, an exception's
+    text) and go to the terminal, the ``--json`` report and the run record."""
+    from pipeline.redact import redact
+
+    update: dict[str, Any] = {}
+    if result.error and (clean := redact(result.error)) != result.error:
+        update["error"] = clean
+    if result.problems and (problems := tuple(redact(p) for p in result.problems)) != result.problems:
+        update["problems"] = problems
+    return result.model_copy(update=update) if update else result
 
 
 def _file_sessions(path: Path, settings: Settings, notices: list[str]) -> Iterator[Session]:
@@ -305,7 +323,9 @@ def _load(check: _Check, db: HermesDB, sid: str) -> Loaded:
         fp, current = check(sid)
         if current:
             return fp, check.unchanged(sid, current)
-        return fp, db.read_session(sid)
+        # Recorded with the note: the fingerprint of the snapshot the session is read from.
+        session, state = db.read_session_state(sid)
+        return fingerprint(db, sid, state), session
     except Exception as exc:  # one bad session must not stop the run; it is reported
         return None, failed(sid, exc)
 
@@ -331,6 +351,8 @@ def _pooled(
     from pipeline.run.pool import DraftPool
 
     skills_for = skills_lookup(settings)
+    #: session id → the fingerprint of the snapshot its note was drafted from (replaces the checked one)
+    drafted: dict[str, str] = {}
 
     def resolve(item: Any, outcome: Draft | SessionResult | None) -> Draft | SessionResult:
         if isinstance(outcome, SessionResult):
@@ -339,10 +361,16 @@ def _pooled(
             outcome.status != "current" or store.unchanged(item.session_id, outcome.digest)  # type: ignore[attr-defined]
         )
         if confirmed:
+            if outcome.fingerprint:  # type: ignore[union-attr]
+                drafted[item.session_id] = outcome.fingerprint  # type: ignore[union-attr]
             return outcome  # type: ignore[return-value]
         # The worker died, or the index's hash is stale (the note was moved or deleted): redo it here.
         try:
-            session = db.read_session(item.session_id) if db is not None else load(item.session_id)[1]
+            if db is not None:
+                session, state = db.read_session_state(item.session_id)
+                drafted[item.session_id] = fingerprint(db, item.session_id, state)
+            else:
+                session = load(item.session_id)[1]  # type: ignore[assignment]
             assert isinstance(session, Session)
             return draft_note(
                 session, chunk_tokens=settings.chunk_tokens, summarise=extractive(),
@@ -359,37 +387,51 @@ def _pooled(
             return got
         return guarded(sid, partial(commit, got, settings=settings, store=store))
 
+    def settled(done: Iterable[tuple[str, object, SessionResult]]) -> Iterator[tuple[str, str | None, SessionResult]]:
+        for sid, fp, result in done:
+            yield sid, drafted.pop(sid, fp), result  # type: ignore[misc]
+
     with DraftPool(jobs, resolve, commit_one, db=db) as pool:
-        for i in steps:
-            sid = ids[i]
-            if db is None:
-                fp, got = load(sid)
-                if isinstance(got, Session):
-                    yield from pool.submit(
-                        sid, got.lineage, fp, session=got, known_hash=None if settings.force else store.recorded_hash(sid),  # type: ignore[attr-defined]
-                        link_for=store.link_for, chunk_tokens=settings.chunk_tokens,  # type: ignore[attr-defined]
-                        summariser_id=summariser_id, distilled_at=distilled_at, skills_for=skills_for,
-                    )
-                else:
-                    yield from pool.add(sid, fp, got)
+        yield from settled(_feed(pool, ids, steps, db, load, check, settings=settings, store=store,
+                                 summariser_id=summariser_id, distilled_at=distilled_at, skills_for=skills_for))
+
+
+def _feed(
+    pool: Any, ids: list[str], steps: Iterable[int], db: HermesDB | None, load: Callable[[str], Loaded],
+    check: _Check | None, *, settings: Settings, store: object, summariser_id: str, distilled_at: datetime,
+    skills_for: Callable[[str], Any],
+) -> Iterator[tuple[str, object, SessionResult]]:
+    """Submit every session to ``pool`` in order; yields results as they are ready."""
+    for i in steps:
+        sid = ids[i]
+        if db is None:
+            fp, got = load(sid)
+            if isinstance(got, Session):
+                yield from pool.submit(
+                    sid, got.lineage, fp, session=got, known_hash=None if settings.force else store.recorded_hash(sid),  # type: ignore[attr-defined]
+                    link_for=store.link_for, chunk_tokens=settings.chunk_tokens,  # type: ignore[attr-defined]
+                    summariser_id=summariser_id, distilled_at=distilled_at, skills_for=skills_for,
+                )
+            else:
+                yield from pool.add(sid, fp, got)
+            continue
+        assert check is not None
+        try:
+            fp, current = check(sid)
+            if current:
+                yield from pool.add(sid, fp, check.unchanged(sid, current))
                 continue
-            assert check is not None
-            try:
-                fp, current = check(sid)
-                if current:
-                    yield from pool.add(sid, fp, check.unchanged(sid, current))
-                    continue
-                lineage = db.lineage(sid)
-            except Exception as exc:  # as in _load: reported, and no fingerprint is recorded
-                yield from pool.add(sid, None, failed(sid, exc))
-                continue
-            known = None if settings.force else store.recorded_hash(sid)  # type: ignore[attr-defined]
-            yield from pool.submit(
-                sid, lineage, fp, known_hash=known, link_for=store.link_for,  # type: ignore[attr-defined]
-                chunk_tokens=settings.chunk_tokens, summariser_id=summariser_id, distilled_at=distilled_at,
-                skills_for=skills_for,
-            )
-        yield from pool.drain()
+            lineage = db.lineage(sid)
+        except Exception as exc:  # as in _load: reported, and no fingerprint is recorded
+            yield from pool.add(sid, None, failed(sid, exc))
+            continue
+        known = None if settings.force else store.recorded_hash(sid)  # type: ignore[attr-defined]
+        yield from pool.submit(
+            sid, lineage, fp, known_hash=known, link_for=store.link_for,  # type: ignore[attr-defined]
+            chunk_tokens=settings.chunk_tokens, summariser_id=summariser_id, distilled_at=distilled_at,
+            skills_for=skills_for,
+        )
+    yield from pool.drain()
 
 
 def _worker_count(settings: Settings, *, builtin: bool, sessions: int) -> int:
@@ -406,11 +448,18 @@ class _Fingerprints:
 
     def __init__(self, out: Path) -> None:
         self.path = Path(out) / ".distill" / "fingerprints.json"
-        try:
-            self.data: dict[str, list[str]] = json.loads(self.path.read_text("utf-8"))
-        except (OSError, ValueError):
-            self.data = {}
+        self.data: dict[str, list[str]] = self._read()
         self.dirty = False
+
+    def _read(self) -> dict[str, list[str]]:
+        # Only a cache: damaged, hand-edited or hostile (nested past the stack), it is started afresh.
+        try:
+            data = json.loads(self.path.read_text("utf-8"))
+        except (OSError, ValueError, RecursionError):
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {k: v for k, v in data.items() if isinstance(v, list) and all(isinstance(x, str) for x in v)}
 
     def get(self, sid: str) -> tuple[str, str] | None:
         value = self.data.get(sid)
@@ -427,10 +476,7 @@ class _Fingerprints:
         from pipeline.atomic import atomic_write_text
 
         # Merge with what a concurrent run may have saved meanwhile; entries are independent.
-        try:
-            current = json.loads(self.path.read_text("utf-8"))
-        except (OSError, ValueError):
-            current = {}
+        current = self._read()
         current.update(self.data)
         atomic_write_text(self.path, json.dumps(current, sort_keys=True, indent=0))
 

@@ -34,17 +34,14 @@ Summariser = Callable[[Session, list[Chunk], Facts], SessionSummary]
 PIPELINE_REVISION = "2"
 
 
-def fingerprint(db: HermesDB, root_id: str) -> str:
-    """Cheap change detector for a logical session, read without touching message bodies."""
-    ids = db.chain(root_id)
-    agg = db.message_stats(ids)
-    rows = db.rows()
-    payload = {
-        "sessions": [{k: v for k, v in rows[i].data.items() if k != "_last_msg"} for i in ids],
-        "messages": [list(r) for r in agg],
-        "pipeline": [__version__, PIPELINE_REVISION],
-    }
-    return _sha(payload)
+def fingerprint(db: HermesDB, root_id: str, state: dict[str, Any] | None = None) -> str:
+    """Cheap change detector for a logical session, read without touching message bodies.
+
+    ``state`` is what ``HermesDB.read_session_state`` returned with the session a note was made
+    from: recording *that* fingerprint (not one taken before the read) ties the note to exactly
+    the snapshot it shows, so a session that changed in between is never called unchanged.
+    """
+    return _sha({**(state if state is not None else db.state(root_id)), "pipeline": [__version__, PIPELINE_REVISION]})
 
 
 def content_hash(session: Session, chunks: list[Chunk], summariser_id: str) -> str:
@@ -74,6 +71,8 @@ class Draft:
     problems: tuple[str, ...] = ()
     #: the deterministic signals skill detection needs and a note does not carry (``pipeline.skills.evidence``)
     evidence: Any = None
+    #: the fingerprint of the snapshot the session was read from, when a worker read it
+    fingerprint: str | None = None
 
 
 @dataclass

@@ -109,24 +109,41 @@ def _unescape(text: str) -> str:
     return text.replace("\\#", "#").replace("\\-", "-").replace("\\", "")
 
 
-def evidence_from_note(path: Path, out: Path | None = None) -> Evidence | None:
+def evidence_from_note(path: Path, out: Path | None = None, problems: list[str] | None = None) -> Evidence | None:
     """Evidence from a distilled note: frontmatter + Goal/Summary/Decisions sections.
 
     Notes do not carry commands, tools or errors; the sidecar written by ``save_evidence`` (when
     the run keeps one) fills those in. Returns None for files that are not distill session notes.
+    The frontmatter is read within limits (``notes.frontmatter``); a note that breaks them is
+    skipped and named in ``problems``.
     """
-    import frontmatter
-
-    from pipeline.notes.render import headings_for, section_labels
+    from pipeline.notes.frontmatter import FrontmatterError, FrontmatterLimit, load_frontmatter
 
     try:
-        post = frontmatter.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
+        meta, content = load_frontmatter(path.read_text(encoding="utf-8"))
+    except FrontmatterLimit as exc:
+        if problems is not None:
+            problems.append(f"{path}: skipped, {exc}; fix or delete its frontmatter")
         return None
-    meta = post.metadata if isinstance(post.metadata, dict) else {}
+    except (OSError, UnicodeDecodeError, FrontmatterError):
+        return None
     if meta.get("type") != "conversation" or not meta.get("id"):
         return None
-    sections = _sections(post.content)
+    try:
+        ev = _note_evidence(path, out, meta, content)
+    except (ValueError, KeyError, TypeError) as exc:  # values a person edited into impossible shapes
+        if problems is not None:
+            problems.append(f"{path}: skipped, its frontmatter does not read as a distill note ({type(exc).__name__})")
+        return None
+    if out is not None and (side := _load_sidecar(out, ev.session_id)) is not None:
+        ev = ev.model_copy(update={k: getattr(side, k) for k in ("commands", "tools", "errors")})
+    return ev
+
+
+def _note_evidence(path: Path, out: Path | None, meta: dict[str, Any], content: str) -> Evidence:
+    from pipeline.notes.render import headings_for, section_labels
+
+    sections = _sections(content)
 
     def section(key: str) -> str:
         return next((sections[label] for label in section_labels(key) if label in sections), "")
@@ -136,23 +153,27 @@ def evidence_from_note(path: Path, out: Path | None = None) -> Evidence | None:
     phases = [m.group(1) for m in _H3.finditer(summary)]
     last = _OUTCOME_LINE.findall(summary)
     decisions = [_unescape(line[2:]) for line in section("decisions").splitlines() if line.startswith("- ")]
-    ev = Evidence(
+    return Evidence(
         session_id=str(meta["id"]),
         title=_r(str(meta.get("title") or ""), 200),
         goal=_r(_unescape(section("goal")), 600),
         decisions=tuple(_r(d, 300) for d in decisions[:12]),
         phases=tuple(_r(_unescape(p), 300) for p in phases[:12]),
-        files=tuple(_r(str(f), 200) for f in (meta.get("output_files") or [])[:40]),
+        files=tuple(_r(f, 200) for f in _strs(meta.get("output_files"))[:40]),
         end_state=str(meta.get("end_state") or "unknown"),
         last_phase_outcome=outcomes.get(last[-1].strip().casefold(), "unknown") if last else "unknown",
         language=str(meta.get("language") or "en"),
-        tags=tuple(str(t) for t in (meta.get("tags") or []) if not str(t).startswith(("distill", "source/")))[:12],
+        tags=tuple(t for t in _strs(meta.get("tags")) if not t.startswith(("distill", "source/")))[:12],
         note_path=str(path.relative_to(out)) if out and path.is_relative_to(out) else str(path),
-        skills=tuple(str(s) for s in (meta.get("skills") or [])),
+        skills=tuple(_strs(meta.get("skills"))),
     )
-    if out is not None and (side := _load_sidecar(out, ev.session_id)) is not None:
-        ev = ev.model_copy(update={k: getattr(side, k) for k in ("commands", "tools", "errors")})
-    return ev
+
+
+def _strs(value: object) -> list[str]:
+    """A list-valued frontmatter key as strings; a person may have left a scalar or a mapping there."""
+    if isinstance(value, list | tuple):
+        return [str(v) for v in value if v is not None and not isinstance(v, dict | list)]
+    return [value] if isinstance(value, str) and value else []
 
 
 def _sidecar_path(out: Path, session_id: str) -> Path:
@@ -177,15 +198,18 @@ def _load_sidecar(out: Path, session_id: str) -> Evidence | None:
         return None
 
 
-def load_evidence(out: Path) -> list[Evidence]:
-    """Every distilled session under ``out``: notes first, sidecars for sessions without a note."""
+def load_evidence(out: Path, problems: list[str] | None = None) -> list[Evidence]:
+    """Every distilled session under ``out``: notes first, sidecars for sessions without a note.
+
+    Notes that cannot be read safely are skipped and named in ``problems``.
+    """
     out = Path(out)
     found: dict[str, Evidence] = {}
     for path in sorted(out.rglob("*.md")):
         rel = path.relative_to(out).parts
         if rel and rel[0] in (".distill", "skills"):
             continue
-        if (ev := evidence_from_note(path, out)) is not None:
+        if (ev := evidence_from_note(path, out, problems)) is not None:
             found.setdefault(ev.session_id, ev)
     side_dir = out / ".distill" / EVIDENCE_DIR
     for path in sorted(side_dir.glob("*.json")) if side_dir.is_dir() else ():

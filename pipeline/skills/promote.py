@@ -231,7 +231,7 @@ def propose(settings: Any, *, thresholds: Thresholds | None = None, embedder: An
             client: Any = None, notices: list[str] | None = None) -> list[Any]:
     """The nightly step: every candidate → a pending skill (or an update proposal). Returns StageResults."""
     notices = [] if notices is None else notices
-    evidence = {e.session_id: e for e in load_evidence(settings.out)}
+    evidence = {e.session_id: e for e in load_evidence(settings.out, notices)}
     found = _detect_under(settings, list(evidence.values()), thresholds, embedder)
     results = []
     with contextlib.ExitStack() as stack:

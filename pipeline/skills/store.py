@@ -24,7 +24,6 @@ import difflib
 import hashlib
 import json
 import re
-import shutil
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
@@ -34,7 +33,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 import pipeline
-from pipeline.atomic import atomic_write_text
+from pipeline.atomic import atomic_write_text, remove_tree
 from pipeline.errors import DistillError, InputError
 
 NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -154,7 +153,12 @@ def split_skill(text: str) -> tuple[dict[str, Any], str]:
     m = re.match(r"\A\ufeff?---\s*\n(.*?)\n---\s*(?:\n|\Z)", text, re.S)
     if not m:
         raise ValueError("SKILL.md must start with a '---' YAML frontmatter block")
-    meta = yaml.safe_load(m.group(1))
+    from pipeline.notes.frontmatter import FrontmatterError, parse_yaml
+
+    try:
+        meta = parse_yaml(m.group(1))  # bounded: a SKILL.md a person edited may hold an alias bomb
+    except FrontmatterError as exc:
+        raise ValueError(f"SKILL.md frontmatter: {exc}") from exc
     if not isinstance(meta, dict):
         raise ValueError("SKILL.md frontmatter must be a YAML mapping")
     return meta, text[m.end():]
@@ -257,8 +261,16 @@ class SkillStore:
     def _load(self) -> dict[str, Any]:
         try:
             data = json.loads(self.registry_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             data = {}
+        if not isinstance(data, dict):
+            data = {}
+        # Hand-edited or damaged: keep only entries of the shapes this store writes.
+        for key in ("skills", "pending"):
+            value = data.get(key)
+            data[key] = {k: v for k, v in value.items() if isinstance(v, dict)} if isinstance(value, dict) else {}
+        declined = data.get("declined")
+        data["declined"] = [d for d in declined if isinstance(d, dict)] if isinstance(declined, list) else []
         data.setdefault("skills", {})
         data.setdefault("pending", {})
         data.setdefault("declined", [])
@@ -348,7 +360,14 @@ class SkillStore:
             fromfile=str(old_path) if old_path else "/dev/null", tofile=str(new_path)))
 
     def approve(self, name: str, *, into_hermes: bool = False) -> ApproveResult:
-        """Publish the pending ``name``. Refuses to overwrite a skill a person edited or wrote."""
+        """Publish the pending ``name``. Refuses to overwrite a skill a person edited or wrote.
+
+        Each step can be cut short by a crash, and running ``approve`` again finishes the job: the
+        published file is written first, then the registry, then the evidence notes are linked,
+        and the pending proposal goes last, in one rename. A published file byte-identical to the
+        proposal is the crashed run's own write; a registry entry with the proposal's hash means
+        only the linking and the clean-up were left.
+        """
         src = self.pending_dir / name / "SKILL.md"
         if not src.is_file():
             raise SkillError(f"no pending skill named {name!r}; see `distill skills pending`")
@@ -356,27 +375,32 @@ class SkillStore:
         root = hermes_skills_dir(self.home) if into_hermes else self.publish_dir
         target = root / name / "SKILL.md"
         published = data["skills"].get(name)
+        text = src.read_text("utf-8")
         for existing in filter(None, (self._existing(name), target if target.is_file() else None)):
-            if not (published and self._untouched(existing, published)):
+            if not (published and self._untouched(existing, published)) and not _same_text(existing, text):
                 raise SkillError(
                     f"{existing} was edited by hand or was not written by distill; it is never overwritten. "
                     f"Review `distill skills diff {name}` and merge by hand, then `distill skills reject {name}`")
-        text = src.read_text("utf-8")
         if problems := validate_skill(text, name):
             raise SkillError(f"pending skill {name} is invalid ({'; '.join(problems)}); reject it and re-stage")
         atomic_write_text(target, text)
-        entry = data["pending"].pop(name, {})
-        version = int(entry.get("version", 1))
-        data["skills"][name] = {
-            "version": version, "content_hash": text_hash(text), "path": str(target),
-            "evidence": entry.get("evidence", []), "candidate": entry.get("candidate"),
-            "published_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "history": [*(published or {}).get("history", []),
-                        {"version": version, "content_hash": text_hash(text)}],
-        }
-        self._save(data)
-        shutil.rmtree(src.parent)
-        self.link_notes(name, entry.get("evidence", []))
+        entry = data["pending"].get(name)
+        done = entry is None and published is not None and published.get("content_hash") == text_hash(text)
+        if done:
+            version, evidence = int(published.get("version", 1)), published.get("evidence", [])
+        else:
+            entry = data["pending"].pop(name, None) or {}
+            version, evidence = int(entry.get("version", 1)), entry.get("evidence", [])
+            data["skills"][name] = {
+                "version": version, "content_hash": text_hash(text), "path": str(target),
+                "evidence": evidence, "candidate": entry.get("candidate"),
+                "published_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                "history": [*(published or {}).get("history", []),
+                            {"version": version, "content_hash": text_hash(text)}],
+            }
+            self._save(data)
+        self.link_notes(name, evidence)
+        remove_tree(src.parent)
         line = None if into_hermes else f"skills:\n  external_dirs:\n    - {root}"
         return ApproveResult(name=name, path=target, version=version, external_dirs_line=line)
 
@@ -392,7 +416,7 @@ class SkillStore:
                                  "at": datetime.now(UTC).isoformat(timespec="seconds")})
         self._save(data)
         if src.is_dir():
-            shutil.rmtree(src)
+            remove_tree(src)
         return src
 
     # ------------------------------------------------------------------ notes
@@ -403,8 +427,7 @@ class SkillStore:
         ``skills`` is a generated key (render.GENERATED_KEYS): the next re-render replaces it, so
         ``run`` must pass ``skills_for_session`` to ``render_note`` for the link to persist.
         """
-        import frontmatter
-
+        from pipeline.notes.frontmatter import FrontmatterError, load_frontmatter
         from pipeline.notes.render import dump_note
 
         ids = set(session_ids)
@@ -415,17 +438,18 @@ class SkillStore:
             path = self.out / rel if rel else None
             if path is None or not path.is_file():
                 continue
-            with contextlib.suppress(ValueError, yaml.YAMLError):
-                post = frontmatter.loads(path.read_text("utf-8"))
-                skills = [str(s) for s in post.metadata.get("skills") or []]
+            # A note whose frontmatter is broken or hostile is left as it is (bounded reading).
+            with contextlib.suppress(OSError, UnicodeDecodeError, FrontmatterError):
+                meta, content = load_frontmatter(path.read_text("utf-8"))
+                old = meta.get("skills")
+                skills = [str(s) for s in old] if isinstance(old, list) else []
                 if name in skills:
                     continue
-                meta = dict(post.metadata)
                 tags = meta.pop("tags", None)
                 meta["skills"] = [*skills, name]
                 if tags is not None:
                     meta["tags"] = tags
-                atomic_write_text(path, dump_note(meta, post.content))
+                atomic_write_text(path, dump_note(meta, content.strip()))
                 changed.append(path)
         return changed
 
@@ -435,6 +459,13 @@ class SkillStore:
             return text_hash(path.read_text("utf-8")) == entry.get("content_hash")
         except OSError:
             return False
+
+
+def _same_text(path: Path, text: str) -> bool:
+    try:
+        return path.read_text("utf-8") == text
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def _body(text: str) -> str:
@@ -447,7 +478,7 @@ def _body(text: str) -> str:
 def _read_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 
