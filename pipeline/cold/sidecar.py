@@ -121,14 +121,15 @@ class Written:
         }
 
 
-def write(path: Path, payload: Payload, compression: str) -> Written:
+def write(path: Path, payload: Payload, compression: str, *, sync_dir: bool = True) -> Written:
     """Compress and write atomically: temp file, fsync, rename, fsync of the directory.
 
-    The directory fsync matters: prune deletes rows only after this returns, so the sidecar's
-    name must survive a power cut as surely as its bytes.
+    The directory fsync matters: prune deletes rows only after the sidecar's name is as durable as
+    its bytes. ``sync_dir=False`` leaves that fsync to the caller, who does it once per directory
+    before any prune (``archive.Archiver``).
     """
     blob = compress(payload.text, compression)
-    atomic_write_bytes(path, blob)
+    atomic_write_bytes(path, blob, sync_dir=sync_dir)
     return Written(path=path, sha256=hashlib.sha256(blob).hexdigest(), bytes=len(blob),
                    raw_bytes=len(payload.text), data_bytes=payload.data_bytes, compression=compression,
                    rows=payload.rows)
