@@ -37,8 +37,9 @@ from pipeline.cold.rows import Schema, Unit, encode_row, value_bytes
 FORMAT = "hermes-distill-rows"
 VERSION = 1
 SUFFIX = {"zstd": ".hermes.jsonl.zst", "gzip": ".hermes.jsonl.gz"}
-#: zstd level: 10 measured within 3 % of level 19's size at a sixth of its time on real sessions
-#: (evals/bench_cold.py); gzip at 9 is about 20 % larger than either.
+#: zstd level, measured on the 1,905 lineages of the 2,000-session database (evals/bench_cold.py):
+#: level 10 is 0.307 of the raw row data in 2.6 s, level 19 0.294 in 61 s, level 3 0.339 in 0.4 s,
+#: gzip -9 0.313 in 4.5 s.
 ZSTD_LEVEL = 10
 _ZSTD_MAGIC, _GZIP_MAGIC = b"\x28\xb5\x2f\xfd", b"\x1f\x8b"
 
