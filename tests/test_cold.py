@@ -214,9 +214,20 @@ def test_prune_through_the_hermes_command(tmp_path: Path) -> None:
     left = {r[0].decode() for r in table_rows(home / "state.db")["sessions"]}
     assert not left & {ids["cli_tools"], ids["subagent"], ids["branch"], ids["chinese"]}
     fts_consistent(home / "state.db")
+    listed = subprocess.run([str(hermes), "sessions", "list", "--limit", "100"], capture_output=True, text=True,
+                            env={**os.environ, "HERMES_HOME": str(home), "COLUMNS": "200"}, timeout=120, check=True)
+    assert ids["cli_tools"] not in listed.stdout and ids["chinese"] not in listed.stdout
     distill("pull", ids["branch"], home=home, env=env)
     distill("pull", ids["chinese"], home=home, env=env)
     assert table_rows(home / "state.db") == table_rows(original)
+    # Hermes's own listing sees them again (run on a copy: a Hermes CLI may migrate its database).
+    copy = tmp_path / "list" / "state.db"
+    copy.parent.mkdir()
+    shutil.copyfile(home / "state.db", copy)
+    listed = subprocess.run([str(hermes), "sessions", "list", "--limit", "100"], capture_output=True, text=True,
+                            env={**os.environ, "HERMES_HOME": str(copy.parent), "COLUMNS": "200"}, timeout=120,
+                            check=True)
+    assert ids["cli_tools"] in listed.stdout and ids["chinese"] in listed.stdout
 
 
 # --------------------------------------------------------------------------- guards and concurrency

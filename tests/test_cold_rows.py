@@ -50,3 +50,32 @@ def test_every_storage_class_round_trips_byte_for_byte(tmp_path: Path) -> None:
     writer.commit()
     writer.close()
     assert _stored(dst) == _stored(src)
+
+
+def test_set_key_keeps_every_other_byte_and_matches_edit_frontmatter() -> None:
+    from pipeline.notes.frontmatter import edit_frontmatter, read_key, set_key
+
+    notes = [
+        "---\ntitle: 'x'\n# a comment the user wrote\ntags:\n- a\n---\n\nbody\n",
+        "---\r\ntitle: x\r\ncold:\r\n  sidecar: old.zst\r\nzz: 1\r\n---\r\nbody\r\n",
+        "---\nbase: &b {k: 1}\nother: *b\n---\n",  # anchors: the whole-block path decides
+    ]
+    value = {"sidecar": "n.hermes.jsonl.zst", "rows": {"messages": 3}, "sessions": ["a", "b"]}
+    for note in notes:
+        new = set_key(note, "cold", value)
+        assert new == edit_frontmatter(note, {"cold": value})
+        assert read_key(new, "cold") == value
+        assert _without_cold(new) == _without_cold(note)  # every byte outside the key is as it was
+
+
+def _without_cold(text: str) -> str:
+    out, skipping = [], False
+    for line in text.splitlines(keepends=True):
+        if line.startswith("cold:"):
+            skipping = True
+            continue
+        if skipping and line.startswith(" "):
+            continue
+        skipping = False
+        out.append(line)
+    return "".join(out)

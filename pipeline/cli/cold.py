@@ -218,12 +218,18 @@ def pull(
 
     settings = build_settings(db=db, profile=profile, out=out)
     target = Path(into_db).expanduser() if into_db else settings.db
+    from pipeline.cold.rows import connect
+
     done: list[dict[str, object]] = []
+    conn: sqlite3.Connection | None = None
     # One lineage at a time, each in its own transaction: an error stops at that reference, and
     # everything pulled before it stays pulled (the message says which one failed).
     for ref in refs:
         try:
-            result = run_pull(ref, out=settings.out, into=target, source=from_, summary_only=summary_only)
+            if conn is None and len(refs) > 1 and target.is_file():
+                conn = connect(target, write=True)
+            result = run_pull(ref, out=settings.out, into=target, source=from_, summary_only=summary_only,
+                              conn=conn)
             if isinstance(result, NoteOnly):
                 from pipeline.hermes.importdb import import_sessions
 
@@ -242,6 +248,8 @@ def pull(
         done.append(asdict(result))
         if not json_:
             _echo_pull(result)
+    if conn is not None:
+        conn.close()
     if json_:
         typer.echo(json.dumps(done if len(done) > 1 else done[0], indent=2, default=str))
     raise typer.Exit(0)

@@ -29,8 +29,9 @@ from typing import Any
 
 import pipeline.cold.delete as deleting
 import pipeline.cold.sidecar as sc
+from pipeline.atomic import fsync_dirs
 from pipeline.cold.errors import ColdError, SidecarError
-from pipeline.cold.notes import ColdIndex, cold_of, set_cold, sweep_temps
+from pipeline.cold.notes import ColdIndex, TempSweeper, cold_of, has_cold, set_cold
 from pipeline.cold.rows import (
     Schema,
     Sessions,
@@ -47,7 +48,7 @@ from pipeline.cold.verify import diff, held_reason, live_reason
 from pipeline.notes.store import NoteStore
 
 #: A prune transaction holds the write lock about this long, then commits and lets writers in.
-TXN_BUDGET_S = 0.25
+TXN_BUDGET_S = 0.5
 SIDECAR_BATCH = 50
 WOULD_WRITE = "(its note would be written first)"
 
@@ -183,6 +184,11 @@ class Archiver:
         self.report.via = self.via
         self.store = NoteStore(self.out, create=False)
         self.index_entries: dict[str, dict[str, str]] = {}
+        self.sweeper = TempSweeper()
+        #: directories holding renames not yet fsynced; fsynced once before any prune
+        self.unsynced: set[Path] = set()
+        #: root → the ``cold`` value of its note as this run last read or wrote it
+        self.cold: dict[str, dict[str, Any]] = {}
 
     def _via(self, via: str) -> str:
         if via not in ("auto", "hermes", "sqlite"):
@@ -226,6 +232,7 @@ class Archiver:
             archived = [self._archive(conn, schema, sessions, unit, notes.get(unit.root)) for unit in ready]
         finally:
             conn.close()
+            fsync_dirs(sorted(self.unsynced))  # every sidecar and note durable before a prune
             ColdIndex(self.out).record(self.index_entries)
         pending = [(u, r) for u, r in zip(ready, archived, strict=True) if r is not None]
         # Children's units first: pruning a parent first would orphan a reset child (Hermes's delete
@@ -243,6 +250,7 @@ class Archiver:
             for _, result in pending:
                 self._done(result)
         if self.prune:
+            fsync_dirs(sorted(self.unsynced))
             self.report.after = db_size(self.db)
         if vacuum_into is not None and not self.dry_run:
             self._vacuum(Path(vacuum_into))
@@ -294,9 +302,9 @@ class Archiver:
         lock = contextlib.nullcontext() if self.dry_run else self.store.session_lock(unit.root)
         with lock:
             if not self.dry_run:
-                sweep_temps(path)
-                sweep_temps(note)
-            existing = cold_of(note)
+                self.sweeper.sweep(path)
+                self.sweeper.sweep(note)
+            existing = cold_of(note) if has_cold(note) else None
             if existing and existing.get("sidecar"):
                 old_path = note.parent / str(existing["sidecar"])
                 try:
@@ -325,14 +333,18 @@ class Archiver:
                         result.status = "unchanged"
                         result.sidecar, result.sidecar_bytes = str(old_path), old_path.stat().st_size
                         result.sessions = old.sessions
+                        self.cold[unit.root] = existing
                         return result
             result.sidecar = str(path)
             if self.dry_run:
                 result.status = "would-archive"
                 return result
-            written = sc.write(path, payload, self.compression)
+            written = sc.write(path, payload, self.compression, sync_dir=False)
             step("sidecar-written")
-            set_cold(note, written.frontmatter(unit, schema.version, _now_iso()), replace=True)
+            cold = written.frontmatter(unit, schema.version, _now_iso())
+            set_cold(note, cold, replace=True, sync_dir=False)
+            self.cold[unit.root] = cold
+            self.unsynced.add(note.parent)
             step("note-updated")
         result.sidecar_bytes = written.bytes
         rel = note.relative_to(self.out).as_posix()
@@ -347,7 +359,8 @@ class Archiver:
         """The sidecar read back from disk and checked against the note, or why it cannot be."""
         try:
             assert result.note and result.sidecar
-            return sc.load(Path(result.sidecar), cold_of(Path(result.note)))
+            cold = self.cold.get(result.root) or cold_of(Path(result.note))
+            return sc.load(Path(result.sidecar), cold)
         except (SidecarError, ColdError) as exc:
             return f"sidecar does not verify: {exc}"
 
@@ -459,7 +472,8 @@ class Archiver:
         result.status, result.deleted = "pruned", counts
         assert result.note
         with self.store.session_lock(result.root):
-            set_cold(Path(result.note), {"pruned_at": _now_iso()})
+            set_cold(Path(result.note), {"pruned_at": _now_iso()}, current=self.cold.get(result.root), sync_dir=False)
+        self.unsynced.add(Path(result.note).parent)
         self._done(result)
 
     def _prune_hermes(self, pending: Sequence[tuple[Unit, UnitResult]]) -> None:

@@ -10,7 +10,9 @@ scanning notes when it is missing or stale.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import json
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +23,7 @@ from filelock import FileLock
 from pipeline.atomic import atomic_write_text, temp_pattern
 from pipeline.cold.errors import ColdError
 from pipeline.cold.sidecar import SUFFIX
-from pipeline.notes.frontmatter import FrontmatterError, edit_frontmatter, load_frontmatter
+from pipeline.notes.frontmatter import FrontmatterError, load_frontmatter, read_key, set_key
 from pipeline.notes.store import META_DIR, NoteStore
 
 INDEX = "cold.json"
@@ -39,28 +41,69 @@ def read_note(path: Path) -> tuple[dict[str, Any], str]:
 
 
 def cold_of(path: Path) -> dict[str, Any] | None:
-    meta, _ = read_note(path)
-    value = meta.get(KEY)
+    """The note's ``cold`` value (its own lines parsed, not the whole frontmatter)."""
+    try:
+        value = read_key(path.read_text(encoding="utf-8"), KEY)
+    except FileNotFoundError:
+        raise ColdError(f"{path}: no such note") from None
+    except (OSError, UnicodeDecodeError, FrontmatterError) as exc:
+        raise ColdError(f"{path}: cannot read the note's frontmatter ({exc}); fix it by hand") from exc
     return value if isinstance(value, dict) else None
 
 
-def set_cold(path: Path, updates: Mapping[str, Any], *, replace: bool = False) -> None:
-    """Set (or merge into) the note's ``cold`` key, leaving every other byte of the note as it was."""
+def has_cold(path: Path) -> bool:
+    """Cheap test before parsing: does the note have a top-level ``cold:`` line at all?"""
     text = path.read_text(encoding="utf-8")
-    meta, _ = load_frontmatter(text)
-    current = meta.get(KEY) if isinstance(meta.get(KEY), dict) and not replace else {}
+    return text.startswith(f"{KEY}:") or f"\n{KEY}:" in text
+
+
+def set_cold(path: Path, updates: Mapping[str, Any], *, replace: bool = False,
+             current: Mapping[str, Any] | None = None, sync_dir: bool = True) -> None:
+    """Set (or merge into) the note's ``cold`` key, leaving every other byte of the note as it was.
+
+    ``current``: the ``cold`` value the caller just read (saves parsing the note again);
+    ``sync_dir=False``: the caller fsyncs the directory later, once for many notes.
+    """
+    text = path.read_text(encoding="utf-8")
     try:
-        new = edit_frontmatter(text, {KEY: {**current, **updates}})
+        if replace:
+            current = {}
+        elif current is None:
+            found = read_key(text, KEY)
+            current = found if isinstance(found, dict) else {}
+        new = set_key(text, KEY, {**current, **updates})
     except FrontmatterError as exc:
         raise ColdError(f"{path}: cannot record the sidecar in the note's frontmatter ({exc})") from exc
-    atomic_write_text(path, new)
+    atomic_write_text(path, new, sync_dir=sync_dir)
+
+
+class TempSweeper:
+    """Removes temp files a killed writer left beside a note or sidecar.
+
+    Each directory is listed once per run (listing a month folder of 4,000 files per lineage made
+    archiving quadratic). Call ``sweep`` while holding the file's lock: a temp file listed then is
+    either a killed writer's, or a live writer's that is renamed (gone) by the time we hold the lock.
+    """
+
+    def __init__(self) -> None:
+        self._listed: dict[Path, list[str]] = {}
+
+    def sweep(self, path: Path) -> None:
+        names = self._listed.get(path.parent)
+        if names is None:
+            try:
+                names = self._listed[path.parent] = [n for n in os.listdir(path.parent) if n.endswith(".tmp")]
+            except FileNotFoundError:
+                names = self._listed[path.parent] = []
+        pattern = temp_pattern(path)
+        for name in fnmatch.filter(names, pattern):
+            with contextlib.suppress(FileNotFoundError):
+                (path.parent / name).unlink()
 
 
 def sweep_temps(path: Path) -> None:
-    """Remove temp files a killed writer of ``path`` left (call while holding its lock)."""
-    for stray in path.parent.glob(temp_pattern(path)):
-        with contextlib.suppress(FileNotFoundError):
-            stray.unlink()
+    """``TempSweeper().sweep(path)`` for a one-off write."""
+    TempSweeper().sweep(path)
 
 
 class ColdIndex:

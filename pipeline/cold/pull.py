@@ -9,6 +9,7 @@ that fetches the page and its sidecar, and everything after ``locate`` stays the
 from __future__ import annotations
 
 import secrets
+import sqlite3
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -43,9 +44,12 @@ class NoteOnly:
     body: str
 
 
-def pull(ref: str, *, out: Path, into: Path, source: str = "notes", summary_only: bool = False
-         ) -> PullResult | NoteOnly:
-    """Restore the archived rows ``ref`` names into ``into``; a ``NoteOnly`` when there are none."""
+def pull(ref: str, *, out: Path, into: Path, source: str = "notes", summary_only: bool = False,
+         conn: sqlite3.Connection | None = None) -> PullResult | NoteOnly:
+    """Restore the archived rows ``ref`` names into ``into``; a ``NoteOnly`` when there are none.
+
+    ``conn``: an open write connection to ``into`` to reuse across many pulls (see ``restore``).
+    """
     if source not in SOURCES:
         raise ColdError(f"--from {source}: unknown source; use one of {', '.join(SOURCES)}")
     found = SOURCES[source](ref, Path(out).expanduser())
@@ -56,7 +60,7 @@ def pull(ref: str, *, out: Path, into: Path, source: str = "notes", summary_only
         return NoteOnly(found.note, meta, body)
     assert found.sidecar is not None
     side = sc.load(found.sidecar, found.cold)
-    result = restore(side, into)
+    result = restore(side, into, conn=conn)
     if found.note is not None:
         result.note = str(found.note)
         if found.cold is not None:

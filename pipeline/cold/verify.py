@@ -19,6 +19,10 @@ from pipeline.cold.rows import (
 from pipeline.cold.sidecar import Sidecar, session_lines
 
 
+def _s(value: object) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
 def _ago(seconds: float) -> str:
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
@@ -42,18 +46,17 @@ def held_reason(conn: sqlite3.Connection, sessions: Sessions, unit: Unit, *, now
     for sid in unit.ids:
         if sessions.info[sid].pinned:
             return f"{sid} is pinned (unpin it with `hermes sessions unpin {sid}` to allow pruning)"
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    tables = {_s(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     ids = list(unit.ids)
     marks = ",".join("?" * len(ids))
     for table, col, what in (("compression_locks", "session_id", "being compacted"),
                              ("session_turn_leases", "conversation_id", "in the middle of a turn")):
-        if table.encode() not in tables and table not in tables:
+        if table not in tables:
             continue
         row = conn.execute(f'SELECT "{col}", holder, expires_at FROM {table} WHERE "{col}" IN ({marks}) '
                            "AND expires_at > ? ORDER BY expires_at DESC LIMIT 1", [*ids, now]).fetchone()
         if row:
-            sid = row[0].decode() if isinstance(row[0], bytes) else row[0]
-            holder = row[1].decode() if isinstance(row[1], bytes) else row[1]
+            sid, holder = _s(row[0]), _s(row[1])
             return f"{sid} is {what} ({table} held by {holder!r} for {_ago(float(row[2]) - now)} more)"
     return None
 

@@ -201,3 +201,51 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     return value
+
+
+def read_key(text: str, key: str) -> Any:
+    """The value of one top-level key, parsing only that key's lines (within the same limits).
+
+    For a key distill owns and reads often (``cold``): the whole block of a long note took ~15 ms
+    to parse per read. Falls back to the whole block when the key's lines could lean on the rest
+    (an alias, an anchor, a duplicated key). ``None`` when absent.
+    """
+    parts = split_note(text)
+    if parts is None:
+        return None
+    runs = [run for k, run in _segments(parts[1]) if k == key]
+    if not runs:
+        return None
+    if len(runs) > 1 or "*" in runs[0] or "&" in runs[0]:
+        return parse_yaml(parts[1]).get(key)
+    return parse_yaml(runs[0]).get(key)
+
+
+def set_key(text: str, key: str, value: Any) -> str:
+    """``edit_frontmatter(text, {key: value})`` that parses only the key's own lines.
+
+    Every other byte stays as it was by construction (only the key's run of lines is replaced or
+    appended); the new run is parsed back and compared with ``value``. Whenever the block holds
+    anchors or aliases (another key could refer into the replaced lines) or the key twice, the
+    whole-block ``edit_frontmatter`` decides instead.
+    """
+    parts = split_note(text)
+    if parts is None:
+        raise FrontmatterError("the note has no frontmatter block to edit")
+    opening, block, rest = parts
+    runs = _segments(block)
+    mine = [i for i, (k, _) in enumerate(runs) if k == key]
+    if len(mine) > 1 or "*" in block or "&" in block:
+        return edit_frontmatter(text, {key: value})
+    newline = "\r\n" if "\r\n" in block else "\n"
+    entry = _entry(key, value, newline)
+    if _plain(parse_yaml(entry).get(key)) != _plain(value):
+        raise FrontmatterError(f"{key}: the value does not survive YAML; edit it by hand")
+    texts = [run for _, run in runs]
+    if mine:
+        texts[mine[0]] = entry
+    else:
+        if texts and texts[-1] and not texts[-1].endswith("\n"):
+            texts[-1] += newline
+        texts.append(entry)
+    return opening + "".join(texts) + rest
