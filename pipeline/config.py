@@ -66,6 +66,8 @@ class Settings(BaseModel):
     max_tokens: int | None = None
     chunk_tokens: int = DEFAULT_CHUNK_TOKENS
     cache_path: Path | None = None
+    git: bool = Field(True, description="Link the notes a run wrote and commit them to the archive's git "
+                      "repository (created on the first run); False for --no-git.")
 
 
 def build_settings(

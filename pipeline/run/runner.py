@@ -155,8 +155,23 @@ def run(
             # and a fingerprint must never be on disk before the note it vouches for.
             store.save_index()
             seen.save()
+            _finish_archive(settings, report)
     report.elapsed_s = round(time.perf_counter() - started, 3)
     return report
+
+
+def _finish_archive(settings: Settings, report: RunReport) -> None:
+    """Links for the notes this run wrote, then one commit of the archive (``pipeline.archive.finish``)."""
+    import os
+
+    from pipeline.archive.finish import finish_run
+
+    written = [os.path.relpath(r.path, settings.out).replace(os.sep, "/")
+               for r in report.results if r.status == "written" and r.path]
+    if not written and not settings.git:
+        return
+    done = finish_run(settings.out, written, git=settings.git)
+    report.notices.extend(done.notices)
 
 
 def _file_sessions(path: Path, settings: Settings, notices: list[str]) -> Iterator[Session]:
