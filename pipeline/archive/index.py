@@ -244,8 +244,11 @@ class ArchiveIndex:
         read = removed = 0
         problems: list[str] = []
         try:
+            # A read first: an unchanged archive (the common case) then takes no write lock at all.
+            if not self._differs(disk):
+                return self._stats(disk, 0, 0, problems, started)
             with _immediate(self.conn):
-                known = {p: (m, s, i) for p, m, s, i in self.execute("SELECT path, mtime_ns, size, ino FROM notes")}
+                known = self._known()  # again under the lock: another process may have done the work
                 changed = [p for p, st in disk.items() if known.get(p) != st]
                 gone = [p for p in known if p not in disk]
                 for batch in _batches([*changed, *gone], 500):
@@ -266,6 +269,16 @@ class ArchiveIndex:
             self._db = None
             self.conn = self._open()
             return self.refresh()
+        return self._stats(disk, read, removed, problems, started)
+
+    def _known(self) -> dict[str, Stat]:
+        return {p: (m, s, i) for p, m, s, i in self.execute("SELECT path, mtime_ns, size, ino FROM notes")}
+
+    def _differs(self, disk: dict[str, Stat]) -> bool:
+        known = self._known()
+        return len(known) != len(disk) or any(known.get(p) != st for p, st in disk.items())
+
+    def _stats(self, disk: dict[str, Stat], read: int, removed: int, problems: list[str], started: float) -> IndexStats:
         sessions = self.execute("SELECT count(*) FROM notes WHERE kind = 'session'").fetchone()[0]
         return IndexStats(
             notes=sessions, scanned=len(disk), read=read, removed=removed, rebuilt=self.rebuilt,

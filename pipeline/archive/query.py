@@ -127,7 +127,8 @@ class Hit(BaseModel):
 
     note: Listing
     score: float
-    ranks: dict[str, int] = Field(description="List name (words, trigram, like, semantic) → 1-based rank.")
+    ranks: dict[str, int] = Field(description="List name (words, trigram, like; bm25 and semantic when fused) → "
+                                  "1-based rank.")
     snippet: str = Field("", description=f"Text around the match, the match between {MARK_OPEN!r} and {MARK_CLOSE!r}.")
 
 
@@ -242,6 +243,12 @@ def search(
         rankings["trigram"] = _ranked(index, "notes_fts_trigram", tq, where, params)
     if short:
         rankings["like"] = _like_ranked(index, short, where, params)
+    # The full-text lists first make one BM25 ranking; with --semantic, that ranking and the
+    # semantic one are fused as equals (two rankings, as the design says), so two lexical tables
+    # do not outvote the one list that crosses languages.
+    lexical = fuse(rankings)
+    sub_ranks = {n: ranks for n, _, ranks in lexical}
+    fused = lexical
     used_semantic = False
     if semantic:
         if embedder is None:
@@ -250,29 +257,29 @@ def search(
         else:
             from pipeline.archive.vectors import semantic_ranking
 
-            rankings["semantic"] = semantic_ranking(index, query, embedder, where, params, depth=DEPTH)
+            meaning = semantic_ranking(index, query, embedder, where, params, depth=DEPTH)
+            fused = fuse({"bm25": [n for n, _, _ in lexical][:DEPTH], "semantic": meaning})
             used_semantic = True
-    fused = fuse(rankings)[:limit]
+    top = fused[:limit]
+    wanted = [n for n, _, _ in top]
+    marks = ",".join("?" * len(wanted))
+    rows = {r["n"]: r for r in index.query(f"SELECT * FROM notes WHERE n IN ({marks})", wanted)} if wanted else {}
+    snippets: dict[int, str] = {}
+    for table, match in (("notes_fts_trigram", tq), ("notes_fts", wq)):  # the words table's snippet wins
+        if match and wanted:
+            snippets.update((n, " ".join(text.split())) for n, text in index.execute(
+                f"SELECT rowid, snippet({table}, -1, ?, ?, '…', 16) FROM {table} WHERE {table} MATCH ? "
+                f"AND rowid IN ({marks})", [MARK_OPEN, MARK_CLOSE, match, *wanted]) if text)
     hits = []
-    for n, score, ranks in fused:
-        row = index.query("SELECT * FROM notes WHERE n = ?", [n])[0]
-        record = record_from_row(row)
-        hits.append(Hit(note=Listing.of(record), score=round(score, 6), ranks=ranks,
-                        snippet=_snippet(index, n, ranks, wq, tq, short, record)))
+    for n, score, ranks in top:
+        record = record_from_row(rows[n])
+        hits.append(Hit(note=Listing.of(record), score=round(score, 6), ranks={**sub_ranks.get(n, {}), **ranks},
+                        snippet=snippets.get(n) or _fallback_snippet(short, record)))
     return SearchResult(query=query, hits=tuple(hits), semantic=used_semantic, notices=tuple(notices))
 
 
-def _snippet(index: ArchiveIndex, n: int, ranks: dict[str, int], wq: str | None, tq: str | None,
-             short: list[str], record: NoteRecord) -> str:
-    for table, match in (("notes_fts", wq), ("notes_fts_trigram", tq)):
-        name = "words" if table == "notes_fts" else "trigram"
-        if match and name in ranks:
-            row = index.execute(
-                f"SELECT snippet({table}, -1, ?, ?, '…', 16) FROM {table} WHERE {table} MATCH ? AND rowid = ?",
-                [MARK_OPEN, MARK_CLOSE, match, n],
-            ).fetchone()
-            if row and row[0]:
-                return " ".join(row[0].split())
+def _fallback_snippet(short: list[str], record: NoteRecord) -> str:
+    """For a hit no FTS table matched (semantic, or a LIKE term): its goal, the term marked if there."""
     text = " ".join((record.goal or record.title).split())
     for term in short:
         if (at := text.find(term)) >= 0:

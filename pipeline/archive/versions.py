@@ -18,6 +18,7 @@ and keys as they are now (the same merge a re-render does), as a new commit.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from pipeline.archive.errors import DirtyNote, GitError, VersionNotFound
 from pipeline.archive.git import Repo, toplevel
 from pipeline.archive.lock import archive_lock, read_only_error
 from pipeline.archive.notefile import NoteRecord
-from pipeline.notes.frontmatter import FrontmatterError, load_frontmatter
+from pipeline.notes.frontmatter import load_frontmatter
 
 
 class Version(BaseModel):
@@ -78,15 +79,24 @@ class Checkpoint(BaseModel):
 # --------------------------------------------------------------------------- signatures
 
 
+_SIGNED = re.compile(rb"^(version|content_hash):[ \t]*(.*?)[ \t]*\r?$", re.M)
+
+
 def signature(data: bytes | None) -> tuple[Any, Any] | None:
-    """(version, content_hash) of a note's text: what only distill changes. None when unreadable."""
-    if data is None:
+    """(version, content_hash) of a note's text: what only distill changes. None when it has neither.
+
+    Read as the two top-level lines, not by parsing the YAML: a commit may look at every note of
+    the archive (2,000 YAML parses take seconds), and these two values are plain scalars distill wrote.
+    """
+    if data is None or not data.startswith(b"---"):
         return None
-    try:
-        meta, _ = load_frontmatter(data.decode("utf-8"))
-    except (FrontmatterError, UnicodeDecodeError):
+    end = data.find(b"\n---", 3)
+    found = dict(_SIGNED.findall(data[: end if end > 0 else 65536]))
+    if not found:
         return None
-    return meta.get("version"), meta.get("content_hash")
+    version = found.get(b"version", b"").strip(b"'\"")
+    digest = found.get(b"content_hash", b"").strip(b"'\"")
+    return (int(version) if version.isdigit() else None), (digest.decode("utf-8", "replace") or None)
 
 
 def is_distills(head: bytes | None, working: bytes) -> bool:
@@ -97,10 +107,12 @@ def is_distills(head: bytes | None, working: bytes) -> bool:
     return head is None or signature(head) != now
 
 
-def pending(repo: Repo, status: Mapping[str, str]) -> list[str]:
-    """Notes distill changed but did not commit (an interrupted run or command)."""
+def pending(repo: Repo, status: Mapping[str, str], known: Sequence[str] = ()) -> list[str]:
+    """Notes distill changed but did not commit (an interrupted run or command); ``known`` are skipped."""
     found = []
-    candidates = [p for p, st in status.items() if p.endswith(".md") and st[0] in " ?" and st[1] in "M?"]
+    skip = set(known)
+    candidates = [p for p, st in status.items()
+                  if p.endswith(".md") and st[0] in " ?" and st[1] in "M?" and p not in skip]
     heads = repo.blobs(f"HEAD:{p}" for p in candidates if status[p] != "??") if repo.head() else {}
     for path in candidates:
         try:
@@ -142,7 +154,7 @@ def checkpoint(out: Path, written: Sequence[str], labels: Mapping[str, str] | No
     with archive_lock(out):
         repo.recover()  # a commit a killed run left half done, before its state is read
         status = repo.status()
-        wanted = list(dict.fromkeys([*written, *pending(repo, status)]))
+        wanted = list(dict.fromkeys([*written, *pending(repo, status, written)]))
         changes: dict[str, bytes | None] = {}
         kinds: dict[str, str] = {}
         for path in wanted:
