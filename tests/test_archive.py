@@ -198,7 +198,7 @@ def test_index_is_incremental_and_never_an_error(home: Path) -> None:
     hits = json.loads(ok(distill("search", "rhubarb", "--out", out, "--json", home=home)).stdout)["hits"]
     assert [h["note"]["id"] for h in hits] == [SID["branch"]]
 
-    db = out / ".distill" / "archive.db"
+    db = out / ".distill" / "archive" / "index.db"
     for suffix in ("-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     db.write_bytes(b"this is not a database" * 100)
@@ -208,6 +208,10 @@ def test_index_is_incremental_and_never_an_error(home: Path) -> None:
     assert len(json.loads(ok(distill("ls", "--out", out, "--json", home=home)).stdout)) == stats.notes
     rebuilt = json.loads(ok(distill("index", "--rebuild", "--out", out, "--json", home=home)).stdout)
     assert rebuilt["read"] == rebuilt["scanned"] and rebuilt["notes"] == stats.notes
+    # Reading the index leaves .distill/ itself alone: an unchanged nightly re-run's record watches it.
+    before = (out / ".distill").stat().st_mtime_ns
+    ok(distill("search", "csv", "--out", out, home=home))
+    assert (out / ".distill").stat().st_mtime_ns == before
 
 
 # --------------------------------------------------------------------------- links
@@ -234,6 +238,9 @@ def test_links_resolve_both_ways_and_projects_are_indexed(home: Path) -> None:
     assert projects, "no project index notes"
     listed = projects[0].read_text(encoding="utf-8")
     assert listed.startswith("---\ntype: project\n") and "## Sessions" in listed and "## Notes" in listed
+    # Relinking every note changes nothing a run already linked, and leaves the repository clean.
+    relinked = json.loads(ok(distill("index", "--links", "--out", out, "--json", home=home)).stdout)
+    assert relinked["links"]["linked"] == [] and git(out, "status", "--porcelain") == ""
 
 
 # --------------------------------------------------------------------------- tag, re-render, revert
@@ -417,7 +424,7 @@ def test_a_read_only_archive_can_be_read_but_not_changed(home: Path) -> None:
     if shutil.which("unshare") is None or subprocess.run(["unshare", "-rm", "true"], check=False).returncode != 0:
         pytest.skip("needs unshare -rm to mount the archive read-only")
     out = home / "archive"
-    (out / ".distill" / "archive.db").unlink()
+    (out / ".distill" / "archive" / "index.db").unlink()
     listed = _read_only(out, "ls", "--out", str(out), "--json", home=home)
     assert listed.returncode == 0, listed.stderr
     assert json.loads(listed.stdout) and "index in memory" in listed.stderr

@@ -24,8 +24,12 @@ class Finished(BaseModel):
     notices: tuple[str, ...] = ()
 
 
-def finish_run(out: Path, written: Sequence[str], *, git: bool = True) -> Finished:
-    """Link the notes the run wrote (paths relative to ``out``) and commit everything distill changed."""
+def finish_run(out: Path, written: Sequence[str], *, git: bool = True, link_limit: int | None = -1,
+               subject: str | None = None) -> Finished:
+    """Link the notes the run wrote (paths relative to ``out``) and commit everything distill changed.
+
+    ``link_limit``: how many of them get related links (-1: the default cap, None: all).
+    """
     from pipeline.archive.links import Linked, link_run
     from pipeline.archive.vectors import embedder_for
     from pipeline.archive.versions import checkpoint
@@ -34,18 +38,48 @@ def finish_run(out: Path, written: Sequence[str], *, git: bool = True) -> Finish
     linked = Linked()
     if written:
         try:
-            linked = link_run(out, written, embedder=lambda: embedder_for(out))
+            kwargs = {} if link_limit == -1 else {"limit": link_limit}
+            linked = link_run(out, written, embedder=lambda: embedder_for(out), **kwargs)
         except (DistillError, OSError) as exc:
             notices.append(f"links not updated: {exc}; the next run updates them")
     commit = None
     if git:
         try:
             labels = _labels(out, [*written, *linked.notes])
-            done = checkpoint(out, [*written, *linked.notes, *linked.projects], labels)
+            done = checkpoint(out, [*written, *linked.notes, *linked.projects], labels, subject=subject)
             commit = done.commit
             notices += done.notices
         except (DistillError, OSError) as exc:
             notices.append(f"not committed: {exc}; the next run commits the notes")
+    notices = [*linked.notices, *notices]
+    return Finished(commit=commit, linked=linked.notes, projects=linked.projects, notices=tuple(notices))
+
+
+def relink(out: Path) -> Finished:
+    """``distill index --links``: lineage, related and project links for every note, one commit if versioned."""
+    from pipeline.archive.git import Repo
+    from pipeline.archive.index import open_index
+
+    index, _ = open_index(out)
+    try:
+        paths = [r["path"] for r in index.query("SELECT path FROM notes WHERE kind = 'session'")]
+    finally:
+        index.close()
+    return finish_run(out, [], git=False) if not paths else _relink(out, paths, Repo.find(out) is not None)
+
+
+def _relink(out: Path, paths: Sequence[str], versioned: bool) -> Finished:
+    from pipeline.archive.links import link_run
+    from pipeline.archive.vectors import embedder_for
+    from pipeline.archive.versions import checkpoint
+
+    linked = link_run(out, paths, embedder=lambda: embedder_for(out), limit=None, bump=True)
+    commit = None
+    notices = list(linked.notices)
+    if versioned:
+        done = checkpoint(out, [*linked.notes, *linked.projects], _labels(out, linked.notes), create=False,
+                          subject=f"distill: links for {len(linked.notes)} notes")
+        commit, notices = done.commit, [*notices, *done.notices]
     return Finished(commit=commit, linked=linked.notes, projects=linked.projects, notices=tuple(notices))
 
 

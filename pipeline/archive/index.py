@@ -1,4 +1,4 @@
-"""The archive index: ``<out>/.distill/archive.db``, one SQLite file beside the notes.
+"""The archive index: ``<out>/.distill/archive/index.db``, one SQLite file beside the notes.
 
 The notes are the truth; this file is derived from them and can always be deleted. It holds
 
@@ -41,7 +41,11 @@ from pipeline.notes.frontmatter import FrontmatterError
 if TYPE_CHECKING:
     import sqlite_utils
 
-INDEX_FILE = "archive.db"  # under <out>/.distill/
+#: ``<out>/.distill/archive/index.db``: a folder of its own, so the WAL files SQLite creates and removes
+#: on every open do not move ``.distill``'s mtime, which an unchanged re-run's record watches
+#: (``pipeline.cli.record``).
+ARCHIVE_DIR = "archive"
+INDEX_FILE = "index.db"
 #: Bump when the tables change: an index with another version is rebuilt, not migrated (it is derived).
 SCHEMA_VERSION = 1
 #: Top-level folders of the archive that hold no session notes: distill's own, and a vault's hidden ones.
@@ -127,7 +131,7 @@ class ArchiveIndex:
 
     def __init__(self, out: Path) -> None:
         self.out = Path(out).expanduser()
-        self.path = self.out / ".distill" / INDEX_FILE
+        self.path = self.out / ".distill" / ARCHIVE_DIR / INDEX_FILE
         self.problems: list[str] = []
         self.rebuilt = False
         self.in_memory = False

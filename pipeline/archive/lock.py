@@ -1,6 +1,6 @@
 """The archive's lock: commands that change notes or commit them take turns.
 
-``<out>/.distill/archive.lock`` (a ``filelock`` lock, released when the process dies, so a crash
+``<out>/.distill/archive/lock`` (a ``filelock`` lock, released when the process dies, so a crash
 never leaves the archive locked). ``distill tag``, ``revert``, the run's link pass and its commit
 hold it; writing one session's note also holds that session's lock (``NoteStore.session_lock``),
 always taken after this one, so the two never deadlock.
@@ -18,7 +18,7 @@ from filelock import FileLock, Timeout
 from pipeline.archive.errors import ReadOnlyArchive
 from pipeline.errors import OutputError
 
-LOCK_FILE = "archive.lock"  # under <out>/.distill/
+LOCK_FILE = "archive/lock"  # under <out>/.distill/, beside the index (see ``index.ARCHIVE_DIR``)
 _READ_ONLY = {errno.EROFS, errno.EACCES, errno.EPERM}
 
 
@@ -33,7 +33,7 @@ def check_writable(out: Path) -> None:
     """``ReadOnlyArchive`` unless a file can be created in the archive (asked before any work starts)."""
     import tempfile
 
-    folder = Path(out) / ".distill"
+    folder = Path(out) / ".distill" / "archive"
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".probe-"):

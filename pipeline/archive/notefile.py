@@ -125,6 +125,26 @@ def sections(body: str) -> dict[str, str]:
     return {k: "\n".join(v).strip("\n") for k, v in found.items()}
 
 
+def _without_sections(body: str, keys: tuple[str, ...]) -> str:
+    """``body`` without the generated ``## `` sections ``keys`` (fenced code respected)."""
+    labels = _label_keys()
+    out: list[str] = []
+    skipping = False
+    fence: str | None = None
+    for line in body.split("\n"):
+        if fence is None and (m := _FENCE.match(line)):
+            fence = m.group(1)
+        elif fence is not None and line.strip().startswith(fence[0] * len(fence)) and not line.strip().strip(fence[0]):
+            fence = None
+        elif fence is None and (h := _H2.match(line)):
+            key = labels.get(h.group(1).strip().casefold())
+            if key is not None:
+                skipping = key in keys
+        if not skipping:
+            out.append(line)
+    return "\n".join(out)
+
+
 def plain(text: str) -> str:
     """Markdown text with render's escapes undone (``\\#``, ``&lt;!--``...), for search and embeddings."""
     text = _ESCAPED.sub(r"\1", text)
@@ -197,7 +217,9 @@ def record_of(path: str, note: NoteFile) -> NoteRecord:
     """The ``NoteRecord`` of a parsed session note at ``path`` (relative to the archive)."""
     meta, parts = note.meta, note.sections
     goal = plain(parts.get("goal", "")).strip()
-    text_parts: Iterable[str] = (searchable(note.body), " ".join(as_list(meta.get("tags"))),
+    # Lineage and Related hold other notes' titles (and the link pass rewrites them): not this note's words.
+    own = _without_sections(note.body, ("lineage", "related"))
+    text_parts: Iterable[str] = (searchable(own), " ".join(as_list(meta.get("tags"))),
                                  " ".join(as_list(meta.get("projects"))), " ".join(as_list(meta.get("output_files"))))
     return NoteRecord(
         path=path,

@@ -482,14 +482,16 @@ index_app = _app("The archive's search index.")
 
 
 @index_app.command(help=(
-    "Bring the archive's index (<out>/.distill/archive.db) up to date: only notes added, changed or deleted since "
+    "Bring the archive's index (<out>/.distill/archive/index.db) up to date: only notes added, changed or deleted since "
     "the last command are read. Every command that reads the index does this by itself.\n\n"
-    "Examples:\n\n  distill index\n\n  distill index --rebuild\n\n  distill index --embed"))
+    "Examples:\n\n  distill index\n\n  distill index --rebuild\n\n  distill index --embed --links"))
 def index(
     out: OutOpt = None, profile: ProfileOpt = None,
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Forget the index and read every note again.")] = False,
     embed: Annotated[bool, typer.Option("--embed", help="Also embed every note for --semantic search and related "
                                         "links (about 30 ms a note, once).")] = False,
+    links: Annotated[bool, typer.Option("--links", help="Recompute lineage, related and project links for every "
+                                        "note (a run links only the notes it wrote), and commit them.")] = False,
     json_: JsonOpt = False,
 ) -> None:
     def go() -> None:
@@ -510,12 +512,23 @@ def index(
             broken = idx.broken()
         finally:
             idx.close()
+        linked = None
+        if links:
+            from pipeline.archive.finish import relink
+            from pipeline.archive.lock import check_writable
+
+            check_writable(folder)
+            linked = relink(folder)
         if json_:
-            _dump({**stats.model_dump(mode="json"), "embedded": embedded, "broken": [list(b) for b in broken]})
+            _dump({**stats.model_dump(mode="json"), "embedded": embedded, "broken": [list(b) for b in broken],
+                   "links": linked.model_dump(mode="json") if linked else None})
             return
-        _notices(stats.problems)
+        _notices([*stats.problems, *(linked.notices if linked else ())])
         typer.echo(f"{stats.notes} sessions indexed in {folder}: read {stats.read} of {stats.scanned} files, "
                    f"{stats.removed} removed, {stats.elapsed_s:.2f}s" + (f"; embedded {embedded}" if embed else ""))
+        if linked is not None:
+            typer.echo(f"links: {len(linked.linked)} notes and {len(linked.projects)} project notes changed"
+                       + (f", committed {linked.commit[:8]}" if linked.commit else ""))
 
     _guard(go)
 
