@@ -86,13 +86,28 @@ def edit_like_a_person(out: Path, notes: list[Path], rng: random.Random) -> None
             fh.write(head + f"\n- reviewed-{rng.randrange(100)}" + sep + body + f"\nchecked on {rng.random():.6f}\n")
 
 
-def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
-    times, result = [], None
+def _cpu() -> float:
+    """CPU seconds of this process and its finished children: on a shared machine, wall time also
+    counts the other processes' turns; CPU time is what the command itself costs."""
+    import resource
+
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def timed(fn: Callable[[], Any], repeat: int) -> tuple[tuple[float, float], Any]:
+    """((median wall s, median CPU s), last result) of ``repeat`` calls."""
+    walls, cpus, result = [], [], None
     for _ in range(repeat):
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), _cpu()
         result = fn()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times), result
+        walls.append(time.perf_counter() - started)
+        cpus.append(_cpu() - cpu)
+    return (statistics.median(walls), statistics.median(cpus)), result
+
+
+def ms(t: tuple[float, float]) -> str:
+    return f"{t[0] * 1000:.0f} | {t[1] * 1000:.0f}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,10 +143,10 @@ def main(argv: list[str] | None = None) -> int:
                 index.close()
 
         cold, (stats, _) = timed(ls, 1)
-        rows.append(("(a) index built from nothing, then ls", f"{cold * 1000:.0f} ms", f"read {stats.read} notes"))
+        rows.append(("(a) index built from nothing, then ls", ms(cold), f"read {stats.read} notes"))
         for label, fn in (("(b) ls --project billing, warm", ls), ("(c) search 'deploy retry webhook', warm", find)):
             t, (stats, _) = timed(fn, args.repeat)
-            rows.append((label, f"{t * 1000:.1f} ms", f"read {stats.read} of {stats.scanned}"))
+            rows.append((label, ms(t), f"read {stats.read} of {stats.scanned}"))
 
         rng = random.Random(7)
         notes = sorted(p for p in out.rglob("*.md") if ".distill" not in p.parts)
@@ -143,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
                 t, (stats, _) = timed(fn, 1)
                 assert stats.read == args.edits, stats  # the incremental promise: only the changed notes
                 samples.append(t)
-            rows.append((label, f"{statistics.median(samples) * 1000:.0f} ms", f"read {stats.read} of {stats.scanned}"))
+            median = (statistics.median(x[0] for x in samples), statistics.median(x[1] for x in samples))
+            rows.append((label, ms(median), f"read {stats.read} of {stats.scanned}"))
 
         env = {**os.environ, "HOME": str(tmp), "DISTILL_NO_QUICK": "1"}
         exe = str(Path(sys.executable).with_name("distill"))
@@ -151,30 +167,31 @@ def main(argv: list[str] | None = None) -> int:
                            ("(f) distill search 'deploy retry', end to end", [exe, "search", "deploy retry", "--out",
                                                                                str(out)])):
             t, _ = timed(lambda c=cmd: subprocess.run(c, env=env, capture_output=True, text=True, check=True), args.repeat)
-            rows.append((label, f"{t * 1000:.0f} ms", "Python start + imports + query"))
+            rows.append((label, ms(t), "Python start + imports + query"))
 
         from pipeline.archive.versions import checkpoint
 
         t, done = timed(lambda: checkpoint(out, []), 1)
-        rows.append((f"(g) first commit of {args.notes} notes (git init + plumbing)", f"{t * 1000:.0f} ms",
+        rows.append((f"(g) first commit of {args.notes} notes (git init + plumbing)", ms(t),
                      f"{len(done.paths)} files"))
         changed = rng.sample(notes, args.edits)
         for path in changed:
             text = path.read_text(encoding="utf-8")
             path.write_text(text.replace("version: 1", "version: 2", 1) + "\nre-rendered\n", encoding="utf-8")
         t, done = timed(lambda: checkpoint(out, [p.relative_to(out).as_posix() for p in changed]), 1)
-        rows.append((f"(g) a run's commit of {args.edits} re-rendered notes", f"{t * 1000:.0f} ms",
+        rows.append((f"(g) a run's commit of {args.edits} re-rendered notes", ms(t),
                      f"{len(done.paths)} files"))
         target = notes[3].relative_to(out).as_posix()
         t, _proc = timed(lambda: subprocess.run([exe, "tag", target, "+benchmarked", "--out", str(out)], env=env,
                                                capture_output=True, text=True, check=True), 1)
-        rows.append(("(h) distill tag ID +tag, end to end (edit, commit)", f"{t * 1000:.0f} ms", "one note"))
+        rows.append(("(h) distill tag ID +tag, end to end (edit, commit)", ms(t), "one note"))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
     width = max(len(r[0]) for r in rows)
-    print(f"| {'step'.ljust(width)} | time | |")
-    print(f"|{'-' * (width + 2)}|---:|---|")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; wall and CPU ms, medians of {args.repeat}")
+    print(f"| {'step'.ljust(width)} | wall ms | CPU ms | |")
+    print(f"|{'-' * (width + 2)}|---:|---:|---|")
     for label, t, note in rows:
         print(f"| {label.ljust(width)} | {t} | {note} |")
     return 0
