@@ -171,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
 
         from pipeline.archive.versions import checkpoint
 
-        t, done = timed(lambda: checkpoint(out, []), 1)
+        everything = [p.relative_to(out).as_posix() for p in notes]  # what a first run names as written
+        t, done = timed(lambda: checkpoint(out, everything), 1)
         rows.append((f"(g) first commit of {args.notes} notes (git init + plumbing)", ms(t),
                      f"{len(done.paths)} files"))
         changed = rng.sample(notes, args.edits)

@@ -59,7 +59,7 @@ _LINEAGE_KEYS = ("parent", "branched_from", "delegated_from", "reset_from", "seg
 _REVERSE = {"branched_from": "branch", "delegated_from": "subagent", "parent": "child", "reset_from": "child",
             "branch": "branched_from", "subagent": "delegated_from", "child": "parent"}
 _LINK = re.compile(r"\[\[([^\[\]|]+)(?:\|([^\[\]]*))?\]\]")
-_LINE = re.compile(r"^- (?P<label>[^:\n]+): (?P<link>\[\[[^\n]*\]\])\s*$")
+_LINE = re.compile(r"^- (?P<label>[^:\n]+): (?P<link>\[\[[^\n]*\]\]|`[^`\n]+`)\s*$")
 _H2 = re.compile(r"^ {0,3}##[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 
 
@@ -145,7 +145,8 @@ def section_items(body: str, key: str) -> list[str]:
 # --------------------------------------------------------------------------- edits of one note
 
 
-def _edit_note(path: Path, *, body_edit: Any = None, related: list[str] | None = None, bump: bool = False) -> bool:
+def _edit_note(path: Path, *, body_edit: Any = None, related: list[str] | None = None,
+               values: Mapping[str, Any] | None = None, bump: bool = False) -> bool:
     """Apply a body edit (text → text) and set ``related:`` (None: leave it) in place; True when it changed.
 
     The frontmatter is parsed only when the body changed: the ``related:`` key mirrors the Related
@@ -160,11 +161,14 @@ def _edit_note(path: Path, *, body_edit: Any = None, related: list[str] | None =
     opening, block, rest = parts
     closing, _, body = rest.partition("\n")
     new_body = body_edit(body) if body_edit else body
-    if new_body == body:
+    if new_body == body and not values:
         return False
-    values: dict[str, Any] = {}
-    remove: list[str] = []
     meta, _ = load_frontmatter(text)
+    wanted = {k: v for k, v in (values or {}).items() if meta.get(k) != v}
+    if new_body == body and not wanted:
+        return False
+    values = wanted
+    remove: list[str] = []
     if related is not None:
         if related and meta.get("related") != related:
             values["related"] = related
@@ -192,11 +196,18 @@ def _labels() -> dict[str, str]:
     return found
 
 
+def _target_name(link: str) -> str | None:
+    """What a lineage entry points at: a wikilink's target, or a session id written as code."""
+    if m := _LINK.search(link):
+        return m.group(1).strip()
+    code = link.strip()
+    return code[1:-1].strip() if code.startswith("`") and code.endswith("`") and len(code) > 2 else None
+
+
 def _target(link: str, by_id: Mapping[str, NoteRecord], by_path: Mapping[str, NoteRecord]) -> NoteRecord | None:
-    m = _LINK.search(link)
-    if not m:
+    target = _target_name(link)
+    if target is None:
         return None
-    target = m.group(1).strip()
     return by_id.get(target) or by_path.get(target + ".md") or by_path.get(target)
 
 
@@ -216,9 +227,25 @@ def _lineage(rec: NoteRecord, body: str, by_id: Mapping[str, NoteRecord], by_pat
             items.append(f"{m.group('label')}: {wikilink(target.path, target.title)}")
             if key:
                 neighbours.append((key, target))
+        elif target is None and (name := _target_name(m.group("link"))) and "/" not in name:
+            # A session with no note (filtered out, or a continuation segment merged into this note):
+            # a link would not resolve, so its id is shown as code until a note for it exists.
+            items.append(f"{m.group('label')}: `{name}`")
         else:
             items.append(item)
     return list(dict.fromkeys(items)), neighbours
+
+
+def _parent_link(items: Sequence[str], by_id: Mapping[str, NoteRecord], by_path: Mapping[str, NoteRecord]
+                 ) -> str | None:
+    """``parent_session:`` as it should read: a path link to the parent's note, when it has one."""
+    labels = _labels()
+    for item in items:
+        m = _LINE.match("- " + item)
+        if m and labels.get(m.group("label").strip().casefold()) == "parent":
+            target = _target(m.group("link"), by_id, by_path)
+            return wikilink(target.path, target.title) if target is not None else None
+    return None
 
 
 def _links_to(items: Sequence[str], rec: NoteRecord, by_id: Mapping[str, NoteRecord],
@@ -431,6 +458,7 @@ def _apply(out: Path, index: ArchiveIndex, by_path: Mapping[str, NoteRecord], li
     needs its new ``stat`` (and ``version``), not a re-read.
     """
     changed = []
+    by_id = {r.id: r for r in by_path.values()}
     for path in dict.fromkeys([*lineage, *related]):
         rec = by_path[path]
 
@@ -441,9 +469,10 @@ def _apply(out: Path, index: ArchiveIndex, by_path: Mapping[str, NoteRecord], li
                 body = set_section(body, "related", related[path][0], rec.language, ("notes",))
             return body
 
+        parent = _parent_link(lineage[path], by_id, by_path) if path in lineage else None
         with store.session_lock(rec.id):
             done = _edit_note(out / path, body_edit=edit, related=related[path][1] if path in related else None,
-                              bump=path not in written)
+                              values={"parent_session": parent} if parent else None, bump=path not in written)
             if done:
                 changed.append(path)
                 st = (out / path).stat()

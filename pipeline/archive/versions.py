@@ -18,7 +18,6 @@ and keys as they are now (the same merge a re-render does), as a new commit.
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ from pipeline.archive.errors import DirtyNote, GitError, VersionNotFound
 from pipeline.archive.git import Repo, toplevel
 from pipeline.archive.lock import archive_lock, read_only_error
 from pipeline.archive.notefile import NoteRecord
-from pipeline.notes.frontmatter import load_frontmatter
+from pipeline.notes.frontmatter import FrontmatterError, load_frontmatter
 
 
 class Version(BaseModel):
@@ -79,24 +78,20 @@ class Checkpoint(BaseModel):
 # --------------------------------------------------------------------------- signatures
 
 
-_SIGNED = re.compile(rb"^(version|content_hash):[ \t]*(.*?)[ \t]*\r?$", re.M)
-
-
 def signature(data: bytes | None) -> tuple[Any, Any] | None:
-    """(version, content_hash) of a note's text: what only distill changes. None when it has neither.
+    """(version, content_hash) of a note's text: what only distill changes. None when unreadable.
 
-    Read as the two top-level lines, not by parsing the YAML: a commit may look at every note of
-    the archive (2,000 YAML parses take seconds), and these two values are plain scalars distill wrote.
+    Read with the bounded reader like every other frontmatter; a commit reads it only for the notes
+    that changed and that the caller did not already name (``pending``), so a run parses few.
     """
-    if data is None or not data.startswith(b"---"):
+    if data is None:
         return None
-    end = data.find(b"\n---", 3)
-    found = dict(_SIGNED.findall(data[: end if end > 0 else 65536]))
-    if not found:
+    try:
+        meta, _ = load_frontmatter(data.decode("utf-8"))
+    except (FrontmatterError, UnicodeDecodeError):
         return None
-    version = found.get(b"version", b"").strip(b"'\"")
-    digest = found.get(b"content_hash", b"").strip(b"'\"")
-    return (int(version) if version.isdigit() else None), (digest.decode("utf-8", "replace") or None)
+    version = meta.get("version")
+    return (version if isinstance(version, int) and not isinstance(version, bool) else None), meta.get("content_hash")
 
 
 def is_distills(head: bytes | None, working: bytes) -> bool:
