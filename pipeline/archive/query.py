@@ -315,19 +315,20 @@ def resolve(index: ArchiveIndex, ref: str) -> NoteRecord:
     if len(rows) == 1:
         return record_from_row(rows[0])
     if len(rows) > 1:
-        raise NoteNotFound(ref, index.out, [r["id"] for r in rows], ambiguous=True)
+        raise NoteNotFound(ref, index.out, [f"{r['id']} ({r['title']})" for r in rows], ambiguous=True)
     raise NoteNotFound(ref, index.out, closest_ids(index, ref))
 
 
 def closest_ids(index: ArchiveIndex, ref: str, n: int = 3) -> list[str]:
-    """Ids (or titles, shown as ids) of the notes most like ``ref``."""
+    """``id (title)`` of the notes whose id or title is most like ``ref``."""
     pairs = [(r["id"], r["title"] or "") for r in index.query("SELECT id, title FROM notes WHERE kind = 'session'")]
+    titles = dict(pairs)
     by_key: dict[str, str] = {}
     for sid, title in pairs:
         by_key.setdefault(sid.casefold(), sid)
         by_key.setdefault(title.casefold(), sid)
     found = difflib.get_close_matches(ref.casefold(), list(by_key), n=n * 2, cutoff=0.5)
-    return list(dict.fromkeys(by_key[k] for k in found))[:n]
+    return [f"{sid} ({titles[sid]})" for sid in list(dict.fromkeys(by_key[k] for k in found))[:n]]
 
 
 def listing_json(items: Sequence[Listing]) -> str:
