@@ -71,6 +71,8 @@ class Settings(BaseModel):
     cache_path: Path | None = None
     llm_timeout: float = Field(600.0, description="Seconds one model call may take (DISTILL_LLM_TIMEOUT).")
     llm_retries: int = Field(3, description="Retries of a call that failed transiently (DISTILL_LLM_RETRIES).")
+    git: bool = Field(True, description="Link the notes a run wrote and commit them to the archive's git "
+                      "repository (created on the first run); False for --no-git.")
 
 
 def build_settings(

@@ -89,7 +89,7 @@ def test_distill_beside_a_live_hermes_writer(tmp_path: Path) -> None:
     final = run(build_settings(db=db, out=out, sessions=[SESSION]))
     assert final.failed == 0
     assert _turns(db) == list(range(1, stats["turns"] + 1))
-    [note] = [p for p in out.rglob("*.md")]
+    [note] = [p for p in out.rglob("*.md") if p.relative_to(out).parts[0] != "projects"]  # not project notes
     assert frontmatter.load(note)["generations"] == 2
 
 

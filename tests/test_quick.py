@@ -49,6 +49,11 @@ def distill(request: pytest.FixtureRequest, tmp_path: Path) -> Distill:
     return Distill(tmp_path, db)
 
 
+def session_notes(out: Path) -> list[Path]:
+    """The session notes (not the project index notes the run's link pass writes under projects/)."""
+    return [p for p in out.rglob("*.md") if p.relative_to(out).parts[0] != "projects"]
+
+
 def _masked(text: str) -> str:
     """Output with the run's elapsed time taken out: the one thing two identical runs may differ in."""
     import re
@@ -63,7 +68,7 @@ def test_unchanged_rerun_is_answered_without_the_pipeline_and_says_what_the_full
 ) -> None:
     cold, full = distill(*flags)
     assert cold.returncode == 0 and full, cold.stderr
-    mtimes = {p: p.stat().st_mtime_ns for p in distill.out.rglob("*.md")}
+    mtimes = {p: p.stat().st_mtime_ns for p in session_notes(distill.out)}
     fast, full = distill(*flags)
     assert fast.returncode == 0 and not full, fast.stderr
     slow, full = distill(*flags, full=True)
@@ -73,7 +78,7 @@ def test_unchanged_rerun_is_answered_without_the_pipeline_and_says_what_the_full
     if flags:
         report = json.loads(fast.stdout)
         assert report["written"] == 0 and report["unchanged"] == len(mtimes) > 0
-    assert {p: p.stat().st_mtime_ns for p in distill.out.rglob("*.md")} == mtimes
+    assert {p: p.stat().st_mtime_ns for p in session_notes(distill.out)} == mtimes
 
 
 def _append_message(db: Path) -> None:
@@ -93,14 +98,14 @@ def test_any_moved_input_takes_the_full_run(distill: Distill, tmp_path: Path) ->
         assert proc.returncode == 0, proc.stderr
         return json.loads(proc.stdout)["written"] if full else None
 
-    assert written() == len(list(distill.out.rglob("*.md"))) > 0
+    assert written() == len(session_notes(distill.out)) > 0
     assert written() is None
 
     _append_message(distill.db)  # the session grew: its note is re-rendered
     assert written() == 1
     assert written() is None
 
-    note = next(distill.out.rglob("*.md"))
+    note = session_notes(distill.out)[0]
     note.unlink()  # a deleted note comes back
     assert written() == 1 and note.exists()
     assert written() is None

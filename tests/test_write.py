@@ -94,7 +94,7 @@ def test_hostile_titles_parse_back_identical(tmp_path: Path, title: str) -> None
     store.write(note)
     store.write(make_note(title=title, content_hash="sha256:2"))  # the merge path, too
     (path,) = all_notes(tmp_path)
-    assert parse(path).metadata == {**note.frontmatter, "content_hash": "sha256:2"}
+    assert parse(path).metadata == {**note.frontmatter, "content_hash": "sha256:2", "version": 2}
     assert "|" not in store.link_for(SID).split("|", 1)[1].rstrip("]")
     assert store.link_for(SID).count("[[") == 1 and store.link_for(SID).count("]]") == 1
 
@@ -233,15 +233,19 @@ def test_user_notes_tags_and_keys_survive(tmp_path: Path) -> None:
     post.metadata["title"] = "user edit of a generated key"
     post.content = post.content + "\n\n" + USER_NOTES
     path.write_text(frontmatter.dumps(post) + "\n", encoding="utf-8")
+    order = list(parse(path).metadata)  # python-frontmatter wrote the keys sorted
 
     result = store.write(make_note(title="Fix flaky reader v2", content_hash="sha256:2", tags=("wal",)))
     assert result.status == "written" and result.path == str(path)
     new = parse(path)
-    assert new.metadata["tags"] == ["distill", "source/cli", "wal", "sqlite", "my-tag"]
+    # "sqlite" is no longer derived, so it goes; the user's own tag stays.
+    assert new.metadata["tags"] == ["distill", "source/cli", "wal", "my-tag"]
+    assert new.metadata["distill_tags"] == ["distill", "source/cli", "wal"]
     assert new.metadata["aliases"] == [SID, "Reader fix"]
     assert new.metadata["rating"] == 5 and new.metadata["cssclasses"] == ["wide"]
     assert new.metadata["title"] == "Fix flaky reader v2"
-    assert list(new.metadata)[-1] == "tags"
+    assert new.metadata["version"] == 2
+    assert list(new.metadata) == order  # the user's key order is kept
     assert new.content.endswith("## Notes\n\n" + USER_NOTES)
     assert extract_notes(new.content) == USER_NOTES
     # And again: idempotent, no duplication.

@@ -87,7 +87,7 @@ def _command_hint(sessions: list[str], exc: DistillError) -> str:
         "  distill --all --source cli --out ~/notes/hermes\n\n"
         "  distill --demo\n\n"
         "Tool commands (each with --help): distill hook, distill skills, distill import, distill archive, "
-        "distill pull"
+        "distill pull; the archive: distill ls, search, show, load, tag, history, diff, revert, index"
     )
 )
 def distill(
@@ -141,6 +141,9 @@ def distill(
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be written; write nothing.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Re-render even when nothing changed.")] = False,
+    no_git: Annotated[
+        bool, typer.Option("--no-git", help="Keep no versions: no git repository or commit in the output folder.")
+    ] = False,
     json_: Annotated[bool, typer.Option("--json", help="Print the run report as JSON.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
@@ -155,7 +158,7 @@ def distill(
         report = _run(
             sessions=sessions or [], from_=from_, db=db, profile=profile, out=out, demo=demo, all_=all_, since=since,
             idle=idle, source=source or [], exclude_source=exclude_source, summarizer=summarizer,
-            jobs=jobs, dry_run=dry_run, force=force, quiet=quiet or json_, promote_skill=promote_skill,
+            jobs=jobs, dry_run=dry_run, force=force, git=not no_git, quiet=quiet or json_, promote_skill=promote_skill,
             propose_skills=propose_skills, watch=watch,
             model_opts={"model": model, "api_base": api_base, "local_model": local_model, "lang": lang,
                         "max_cost": max_cost, "max_tokens": max_tokens, "limit": limit},
@@ -182,7 +185,7 @@ def distill(
 def _run(
     *, sessions: list[str], from_: str | None, db: Path | None, profile: str | None, out: Path | None, demo: bool, all_: bool,
     since: str | None, idle: str | None, source: list[str], exclude_source: list[str] | None, summarizer: str,
-    jobs: int | None, dry_run: bool, force: bool, quiet: bool, promote_skill: bool, propose_skills: bool,
+    jobs: int | None, dry_run: bool, force: bool, git: bool, quiet: bool, promote_skill: bool, propose_skills: bool,
     model_opts: dict[str, Any], watch: RunWatch,
 ) -> RunReport:
     from pipeline.run.runner import run
@@ -210,7 +213,7 @@ def _run(
         since=parse_when(since) if since else None, idle=parse_age(idle, "--idle") if idle else None,
         include_sources=source,
         exclude_sources=list(DEFAULT_EXCLUDED_SOURCES if exclude_source is None else exclude_source),
-        dry_run=dry_run, force=force, summarizer=summarizer, jobs=jobs or 0, **model_opts,
+        dry_run=dry_run, force=force, git=git, summarizer=summarizer, jobs=jobs or 0, **model_opts,
     )
     if profile and db is None and not settings.home.is_dir():
         root = settings.home.parent
@@ -310,10 +313,15 @@ def _tool_apps() -> dict[str, typer.Typer]:
     apps["skills"] = skills_app
     apps["archive"] = archive_app
     apps["pull"] = pull_app
+    from pipeline.cli.archive import ARCHIVE_APPS
+
+    apps.update(ARCHIVE_APPS)
     return apps
 
 
-TOOL_NAMES = ("hook", "import", "skills", "archive", "pull")
+#: The archive's commands (pipeline/cli/archive.py).
+ARCHIVE_NAMES = ("ls", "search", "show", "load", "tag", "history", "diff", "revert", "index")
+TOOL_NAMES = ("hook", "import", "skills", "archive", "pull", *ARCHIVE_NAMES)
 #: The command line of this process's main command, for ``pipeline.cli.record``'s record of a clean run.
 _invocation: list[str] | None = None
 #: The environment the user started us with. The run record is keyed by it, never by ``os.environ``

@@ -40,6 +40,9 @@ GENERATED_KEYS: frozenset[str] = frozenset(
         "ended_at", "message_count", "input_tokens", "output_tokens", "cost_usd", "parent_session",
         "tags", "projects", "cwd", "git_branch", "generations", "output_files", "deleted_files", "end_state", "end_evidence",
         "language", "distill_version", "content_hash", "distilled_at", "summarizer", "skills",
+        # Life-cycle keys (pipeline/archive): content version, what distill derived for the lists a person
+        # may edit (see ``notes.store.merge_managed``), and the related notes the run links.
+        "version", "distill_projects", "distill_tags", "related",
     }
 )  # fmt: skip
 
@@ -73,7 +76,8 @@ def section_labels(key: str) -> frozenset[str]:
 
 def generated_section_labels() -> frozenset[str]:
     """Every H2 label the template can emit, in any language, casefolded."""
-    keys = ("goal", "summary", "decisions", "errors", "output_files", "open_items", "lineage", "skills", "notes")
+    keys = ("goal", "summary", "decisions", "errors", "output_files", "open_items", "lineage", "skills", "related",
+            "notes")
     return frozenset().union(*(section_labels(k) for k in keys))
 
 
@@ -303,6 +307,11 @@ def render_note(
     }
     if skills:
         fm["skills"] = list(skills)
+    # ``version`` counts content changes; the store sets the real value when it replaces a note.
+    fm["version"] = 1
+    # What distill derived, so a person's own and removed entries can be told apart on re-render.
+    fm["distill_projects"] = list(summary.projects)
+    fm["distill_tags"] = list(tags)
     fm["tags"] = tags  # last, where gbrain's serialiser puts it too
 
     related: list[tuple[str, str]] = []

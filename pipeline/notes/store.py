@@ -7,7 +7,10 @@ The output dir is a vault the user also edits, so three rules hold:
   the renames touched are fsynced once, when the index is saved, and always before it: an index
   entry (or a run's fingerprint) never vouches for a rename a crash could still undo.
 * **The user's work survives a re-render.** The ``## Notes`` section (any language) and any
-  frontmatter key, tag or alias the user added are carried into the new text.
+  frontmatter key, tag or alias the user added are carried into the new text. The frontmatter is
+  edited in place (``notes.frontmatter.edit_frontmatter``): only distill's own keys change, the
+  user's keys keep their bytes and order. Tags and projects a person added stay and ones they
+  removed stay removed (``merge_managed``); ``version`` counts the changes of content.
 * **A re-run is cheap.** ``.distill/index.json`` maps session id → {path, content_hash, title}, so
   "nothing changed" costs a dict lookup and a stat. The index is only a cache: the notes'
   own frontmatter (``id``, ``content_hash``) is the truth, and lookups fall back to it.
@@ -38,7 +41,14 @@ from filelock import FileLock, Timeout
 from pipeline.atomic import atomic_write_text, fsync_dirs, sweep_temps, temp_path
 from pipeline.errors import OutputError, SessionError
 from pipeline.models import Note, SessionResult
-from pipeline.notes.frontmatter import MAX_BYTES, FrontmatterError, FrontmatterLimit, load_frontmatter
+from pipeline.notes.frontmatter import (
+    MAX_BYTES,
+    FrontmatterError,
+    FrontmatterLimit,
+    edit_frontmatter,
+    load_frontmatter,
+    split_note,
+)
 from pipeline.notes.render import (
     GENERATED_KEYS,
     dump_note,
@@ -404,10 +414,15 @@ class NoteStore:
 
 
 def merge_note(note: Note, old_text: str | None) -> tuple[str, list[str]]:
-    """The new file text for ``note``, keeping the user's Notes section, tags, aliases and keys."""
+    """The new file text for ``note``, keeping the user's Notes section, tags, aliases and keys.
+
+    The old frontmatter is edited in place, so keys distill does not own keep their bytes, order
+    and comments; ``version`` goes up by one when anything but ``distilled_at`` changed.
+    """
     if old_text is None:
         return dump_note(note.frontmatter, note.body), []
     problems: list[str] = []
+    in_place = True
     try:
         # Bounded (``notes.frontmatter``): a limit broken raises ``FrontmatterLimit`` to the caller.
         old_meta, old_body = load_frontmatter(old_text)
@@ -416,26 +431,115 @@ def merge_note(note: Note, old_text: str | None) -> tuple[str, list[str]]:
     except FrontmatterError as exc:
         # Keep the Notes text even when the user broke the YAML; their keys cannot be recovered.
         problems.append(f"existing frontmatter unreadable ({exc}); user properties dropped")
-        old_meta, old_body = {}, _FRONTMATTER.sub("", old_text, count=1)
+        old_meta, old_body, in_place = {}, _FRONTMATTER.sub("", old_text, count=1), False
     meta = merge_frontmatter(note.frontmatter, old_meta)
-    body = splice_notes(note.body, extract_notes(old_body))
-    return dump_note(meta, body), problems
+    body = splice_notes(carry_related(note.body, old_body), extract_notes(old_body))
+    source = old_text if in_place else None
+    old_version = _as_version(old_meta.get("version"))
+    same = {**meta, "version": old_version}
+    if "distilled_at" in old_meta:
+        same["distilled_at"] = old_meta["distilled_at"]
+    if _compose(source, old_meta, same, body) == old_text:
+        meta["version"] = old_version  # only the render time moved: the same content
+    else:
+        meta["version"] = old_version + 1
+    return _compose(source, old_meta, meta, body), problems
+
+
+def _as_version(value: Any) -> int:
+    """A note's ``version``; a note from before versions counts as version 1."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+
+
+def _compose(old_text: str | None, old_meta: dict[str, Any], meta: dict[str, Any], body: str) -> str:
+    """``meta`` + ``body`` as file text: distill's keys edited into ``old_text``'s block when there is one."""
+    if old_text is not None:
+        values = {k: v for k, v in meta.items() if k in GENERATED_KEYS and (k not in old_meta or old_meta[k] != v)}
+        remove = [k for k in old_meta if k in GENERATED_KEYS and k not in meta]
+        try:
+            parts = split_note(edit_frontmatter(old_text, values, remove))
+        except FrontmatterError:
+            parts = None  # e.g. YAML anchors tie a user key to a generated one: write the block afresh
+        if parts is not None:
+            opening, block, rest = parts
+            closing = rest.split("\n", 1)[0]
+            return f"{opening}{block}{closing}\n\n{body.strip(chr(10))}\n"
+    return dump_note(meta, body)
+
+
+#: Lists distill derives and a person may edit, each with the key recording what distill derived.
+MANAGED_LISTS = {"tags": "distill_tags", "projects": "distill_projects"}
 
 
 def merge_frontmatter(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
-    """Generated values win; tags/aliases are a union (generated first); user-only keys are kept."""
+    """Generated values win; aliases are a union; tags and projects merge as ``merge_managed`` says;
+    ``related`` (written by the archive's link pass) is carried until it is recomputed; user-only keys
+    are kept."""
     merged = dict(new)
-    for key in ("aliases", "tags"):
-        if key in new or key in old:
-            # Assigned in place: a key keeps its rendered position, so a re-render leaves the
-            # frontmatter's order as it was and a vault under version control does not churn.
-            merged[key] = _union(_as_list(new.get(key)), _as_list(old.get(key)))
+    if "aliases" in new or "aliases" in old:
+        merged["aliases"] = _union(_as_list(new.get("aliases")), _as_list(old.get("aliases")))
+    for key, record in MANAGED_LISTS.items():
+        if key not in new and key not in old:
+            continue
+        old_record = old.get(record)
+        shown, managed = merge_managed(
+            _as_list(new.get(key)), _as_list(old.get(key)), None if old_record is None else _as_list(old_record)
+        )
+        merged[key], merged[record] = shown, managed
+    if "related" not in new and "related" in old:
+        merged["related"] = old["related"]
     for key, value in old.items():
         if key not in merged and key not in GENERATED_KEYS:
             merged[key] = value
     if "tags" in merged:  # keep tags last, as gbrain serialises them
         merged["tags"] = merged.pop("tags")
     return merged
+
+
+def merge_managed(derived: list[str], shown: list[str], managed: list[str] | None) -> tuple[list[str], list[str]]:
+    """(the list to show, the record to keep) when distill now derives ``derived`` for a list a person edits.
+
+    ``managed`` is the record from the last write: what distill derived then, plus what a person has
+    removed since. An entry in the record but not in ``shown`` was removed by a person and stays
+    removed; an entry in ``shown`` but not in the record is the person's own and stays. A note
+    written before the record existed (``None``) keeps every entry it shows, as distill did then.
+    Case-insensitive, as Obsidian's tags are.
+    """
+    shown_cf = {s.casefold() for s in shown}
+    record = managed or []
+    record_cf = {m.casefold() for m in record}
+    removed = record_cf - shown_cf
+    own = shown if managed is None else [s for s in shown if s.casefold() not in record_cf]
+    new_shown = _union([d for d in derived if d.casefold() not in removed], own)
+    new_record = _union(derived, [m for m in record if m.casefold() in removed])
+    return new_shown, new_record
+
+
+def carry_related(body: str, old_body: str) -> str:
+    """``body`` with the old note's Related section (written by the link pass) when ``body`` has none.
+
+    A re-render does not know the related notes; carrying them avoids rewriting them each time.
+    """
+    old = extract_section(old_body, "related")
+    if old is None or extract_section(body, "related") is not None:
+        return body
+    lines = body.rstrip("\n").split("\n")
+    heads = _h2_lines(lines)
+    at = next((i for i, label in reversed(heads) if label in _notes_labels()), len(lines))
+    block = [old[0], "", *old[1].strip("\n").split("\n"), ""] if old[1].strip() else [old[0], ""]
+    return "\n".join([*lines[:at], *block, *lines[at:]]) + "\n"
+
+
+def extract_section(body: str, key: str) -> tuple[str, str] | None:
+    """(heading line, text) of the generated ``## `` section ``key`` (any language), or None."""
+    lines = body.split("\n")
+    heads = _h2_lines(lines)
+    labels = section_labels(key)
+    start = next((i for i, label in heads if label in labels), None)
+    if start is None:
+        return None
+    end = next((i for i, _ in heads if i > start), len(lines))
+    return lines[start], "\n".join(lines[start + 1 : end]).strip("\n")
 
 
 def extract_notes(body: str) -> str:
@@ -464,6 +568,18 @@ def splice_notes(body: str, notes: str) -> str:
     end = next((i for i, label in heads if i > at and label in _generated_labels()), len(lines))
     tail = ["", *lines[end:]] if end < len(lines) else []
     return "\n".join([*lines[: at + 1], "", notes, *tail]) + "\n"
+
+
+def strip_notes(body: str) -> str:
+    """``body`` with the text under its (last) Notes heading removed, the heading kept."""
+    lines = body.rstrip("\n").split("\n")
+    heads = _h2_lines(lines)
+    at = next((i for i, label in reversed(heads) if label in _notes_labels()), None)
+    if at is None:
+        return body
+    end = next((i for i, label in heads if i > at and label in _generated_labels()), len(lines))
+    tail = ["", *lines[end:]] if end < len(lines) else []
+    return "\n".join([*lines[: at + 1], *tail]) + "\n"
 
 
 def _h2_lines(lines: list[str]) -> list[tuple[int, str]]:

@@ -235,6 +235,8 @@ def run(
                 # and a fingerprint must never be on disk before the note it vouches for.
                 store.save_index()
                 seen.save()
+        if not settings.dry_run:
+            _finish_archive(settings, report)
     # Notices quote what went wrong (a model's error text, a file name): redacted like results.
     from pipeline.redact import redact
 
@@ -264,6 +266,20 @@ def _redacted(result: SessionResult) -> SessionResult:
     if result.problems and (problems := tuple(redact(p) for p in result.problems)) != result.problems:
         update["problems"] = problems
     return result.model_copy(update=update) if update else result
+
+
+def _finish_archive(settings: Settings, report: RunReport) -> None:
+    """Links for the notes this run wrote, then one commit of the archive (``pipeline.archive.finish``)."""
+    import os
+
+    from pipeline.archive.finish import finish_run
+
+    written = [os.path.relpath(r.path, settings.out).replace(os.sep, "/")
+               for r in report.results if r.status == "written" and r.path]
+    if not written and not settings.git:
+        return
+    done = finish_run(settings.out, written, git=settings.git)
+    report.notices.extend(done.notices)
 
 
 def _file_sessions(path: Path, settings: Settings, notices: list[str]) -> Iterator[Session]:

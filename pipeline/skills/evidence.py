@@ -191,6 +191,11 @@ def save_evidence(out: Path, evidence: Evidence) -> Path:
     return path
 
 
+def load_sidecar(out: Path, session_id: str) -> Evidence | None:
+    """The evidence sidecar the run saved for ``session_id`` (commands, tools, errors), or None."""
+    return _load_sidecar(out, session_id)
+
+
 def _load_sidecar(out: Path, session_id: str) -> Evidence | None:
     try:
         return Evidence.model_validate_json(_sidecar_path(out, session_id).read_text(encoding="utf-8"))
