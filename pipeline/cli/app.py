@@ -86,7 +86,7 @@ def _command_hint(sessions: list[str], exc: DistillError) -> str:
         "  distill 20261130_101500_abc123\n\n"
         "  distill --all --source cli --out ~/notes/hermes\n\n"
         "  distill --demo\n\n"
-        "Tool commands (each with --help): distill hook, distill skills, distill import"
+        "Tool commands (each with --help): distill hook, distill skills, distill import, distill gbrain"
     )
 )
 def distill(
@@ -301,15 +301,18 @@ def import_(
 def _tool_apps() -> dict[str, typer.Typer]:
     """Tool commands, imported only when asked for so ``distill --help`` stays fast."""
     apps: dict[str, typer.Typer] = {"import": import_app}
+    from pipeline.cli.gbrain import gbrain_app, push_alias_app
     from pipeline.cli.hook import hook_app
     from pipeline.cli.skills import skills_app
 
     apps["hook"] = hook_app
     apps["skills"] = skills_app
+    apps["gbrain"] = gbrain_app
+    apps["push"] = push_alias_app  # distill push --to gbrain
     return apps
 
 
-TOOL_NAMES = ("hook", "import", "skills")
+TOOL_NAMES = ("hook", "import", "skills", "gbrain", "push")
 #: The command line of this process's main command, for ``pipeline.cli.record``'s record of a clean run.
 _invocation: list[str] | None = None
 #: The environment the user started us with. The run record is keyed by it, never by ``os.environ``
