@@ -182,12 +182,20 @@ def test_a_lost_push_state_makes_no_versions(tmp_path: Path, setup: tuple[Path, 
         assert call(env, "get_versions", {"slug": slug}) == []
 
 
-def test_dry_run_sends_nothing(tmp_path: Path, setup: tuple[Path, dict[str, str]]) -> None:
+def test_dry_run_sends_nothing_and_a_persons_own_notes_are_left_alone(
+        tmp_path: Path, setup: tuple[Path, dict[str, str]]) -> None:
     out, env = setup
+    (out / "Welcome.md").write_text("# Welcome\n\nMy own note in the vault.\n")  # --out inside a vault
+    (out / "ideas").mkdir()
+    (out / "ideas" / "later.md").write_text("---\ntags: [idea]\n---\n\nSome day.\n")
     res = distill(tmp_path, env, "gbrain", "push", "--all", "--out", str(out), "--dry-run")
     assert res.returncode == 0, res.stderr
-    assert len(lines(res, "would-create")) == len(notes_of(out))
+    assert len(lines(res, "would-create")) == len(notes_of(out)) == len(res.stdout.splitlines())
     assert call(env, "list_pages", {}) == []
+    res = distill(tmp_path, env, "gbrain", "push", "--all", "--out", str(out))
+    assert res.returncode == 0 and len(lines(res, "created")) == len(notes_of(out)), res.stderr
+    named = distill(tmp_path, env, "gbrain", "push", "Welcome.md", "--out", str(out))
+    assert named.returncode == 2 and "Welcome.md: not a distill session note" in named.stderr
 
 
 def test_since_and_ids_select_notes_and_the_alias_works(tmp_path: Path, setup: tuple[Path, dict[str, str]]) -> None:
@@ -225,6 +233,10 @@ def test_mcp_transport_makes_the_same_pages_and_edges(tmp_path: Path, setup_all:
         assert edges(cli_env, slug) == edges(mcp_env, slug), slug
     again = distill(tmp_path, mcp_env, "gbrain", "push", "--all", "--transport", "mcp", "--out", str(tmp_path / "notes-mcp"))
     assert again.returncode == 0 and "0 created, 0 updated" in again.stderr
+    slug = f"{PREFIX}/2026-11-23-release-checklist-d039b9"
+    _edit_in_gbrain(mcp_env, slug, _person_edit)
+    pulled = distill(tmp_path, mcp_env, "gbrain", "pull", slug, "--transport", "mcp", "--out", str(tmp_path / "notes-mcp"))
+    assert pulled.returncode == 0 and lines(pulled, "updated"), pulled.stderr
 
 
 def test_a_page_too_big_for_one_argument_goes_through_stdin(tmp_path: Path, setup: tuple[Path, dict[str, str]]) -> None:

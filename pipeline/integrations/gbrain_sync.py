@@ -210,6 +210,13 @@ def select_notes(
         if note is None:
             raise InputError(f"{ref}: no note with that session id, path or slug under {out}; "
                              f"`distill gbrain push --all --dry-run` lists what there is")
+        try:
+            ours = note.is_session_note()
+        except (FrontmatterError, OSError, UnicodeDecodeError):
+            ours = True  # unreadable: pushing it reports why
+        if not ours:
+            raise InputError(f"{ref}: not a distill session note (type: conversation with an id); only those "
+                             "are pushed")
         chosen[note.rel] = note
     for note in notes:
         if all_:
@@ -282,10 +289,10 @@ def push_to_gbrain(
         notes = select_notes(scan_notes(out), rows, refs=refs, since=since, all_=all_, out=out, prefix=prefix)
         run = _Push(out, state, brain, prefix, rows, force=force, on_item=on_item)
         if dry_run:
-            items = [run.plan(note) for note in notes]
-            for item in items:
-                run.emit(item)
-            return PushReport(transport=transport, brain=brain, prefix=prefix, dry_run=True, items=tuple(items),
+            for note in notes:
+                if (planned := run.plan(note)) is not None:
+                    run.emit(planned)
+            return PushReport(transport=transport, brain=brain, prefix=prefix, dry_run=True, items=tuple(run.items),
                               seconds=time.monotonic() - started)
         pending: list[NoteFile] = []
         for note in notes:
@@ -300,7 +307,8 @@ def push_to_gbrain(
             with open_client(transport, env) as client:
                 run.client = client
                 for note in pending:
-                    run.emit(run.push(note))
+                    if (pushed := run.push(note)) is not None:
+                        run.emit(pushed)
                 run.resolve_pending()
         return PushReport(transport=transport, brain=brain, prefix=prefix, items=tuple(run.items),
                           projects_created=tuple(run.projects_created), links_added=run.links_added,
@@ -348,10 +356,10 @@ class _Push:
             return None, PushItem(note=note.rel, slug=page_slug(note.rel, self.prefix), action="failed",
                                   error=f"cannot read the note: {exc}")
 
-    def plan(self, note: NoteFile) -> PushItem:
+    def plan(self, note: NoteFile) -> PushItem | None:
         page, failed = self._page(note)
         if failed or page is None:
-            return failed or PushItem(note=note.rel, slug="", action="failed", error="not a distill session note")
+            return failed  # None: a note of the person's own, not a session's
         row = self.rows.get(page.session_id)
         if row is None or row.slug != page.slug:
             return PushItem(note=note.rel, slug=page.slug, action="would-create")
@@ -360,13 +368,10 @@ class _Push:
         return PushItem(note=note.rel, slug=page.slug, action="would-update", version=row.version,
                         tags_removed=tuple(t for t in row.tags if t not in page.tags))
 
-    def push(self, note: NoteFile) -> PushItem:
+    def push(self, note: NoteFile) -> PushItem | None:
         page, failed = self._page(note)
-        if failed:
-            return failed
-        if page is None:
-            return PushItem(note=note.rel, slug="", action="failed", error="not a distill session note (type: "
-                            "conversation with an id); only session notes are pushed")
+        if failed or page is None:
+            return failed  # None: a note of the person's own in the same vault, not a session's
         row = self.rows.get(page.session_id)
         same = row is not None and row.slug == page.slug
         if same and row and row.page_sha == page.sha and not self.force:
