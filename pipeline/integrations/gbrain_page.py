@@ -396,6 +396,18 @@ def apply_gbrain_edit(local: str, pushed: str, page: dict[str, Any], prefix: str
                       keys=tuple(own))
 
 
+def page_text_of(page: dict[str, Any]) -> str:
+    """The page's Markdown: ``get_page``'s ``content`` (``include_content``), else rebuilt from its fields."""
+    if isinstance(page.get("content"), str) and page["content"].strip():
+        return str(page["content"])
+    meta = {"type": page.get("type"), "title": page.get("title"), **(page.get("frontmatter") or {}),
+            "tags": list(page.get("tags") or [])}
+    body = str(page.get("compiled_truth") or "")
+    if page.get("timeline"):
+        body += f"\n\n{SENTINEL}\n\n{page['timeline']}"
+    return dump_note(meta, body)
+
+
 def same_page(pushed: str, page: dict[str, Any]) -> bool:
     """Whether gbrain still holds what was pushed (nobody edited the page since)."""
     return view_of_text(pushed) == view_of_page(page)

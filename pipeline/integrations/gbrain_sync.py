@@ -51,6 +51,7 @@ from pipeline.integrations.gbrain_page import (
     check_prefix,
     note_from_page,
     page_slug,
+    page_text_of,
     project_page,
     same_page,
     sha256,
@@ -432,8 +433,18 @@ class _Push:
 
     def _add_link(self, src: str, target: str, kind: str) -> None:
         assert self.client is not None
-        self.client.call("add_link", {"from": src, "to": target, "link_type": kind, "link_source": LINK_SOURCE,
-                                      "context": "distill lineage" if kind == DERIVED else "distill"})
+        params = {"from": src, "to": target, "link_type": kind, "link_source": LINK_SOURCE,
+                  "context": "distill lineage" if kind == DERIVED else "distill"}
+        try:
+            self.client.call("add_link", params)
+        except PageNotFound:
+            raise
+        except GbrainOpError as exc:
+            if exc.code != "invalid_params":
+                raise
+            # A gbrain from before link provenance (link_source) refuses the parameter: the edge still counts.
+            params.pop("link_source")
+            self.client.call("add_link", params)
 
     def resolve_pending(self) -> None:
         """Edges that waited for their target: added once the target is in gbrain."""
@@ -559,7 +570,7 @@ class _Pull:
         if self.dry_run:
             return PullItem(slug=slug, note=rel, action="would-create")
         atomic_write_text(path, text)
-        self._record(page, rel, text, session_id or f"gbrain:{slug}", pushed=str(page.get("content") or ""))
+        self._record(page, rel, text, session_id or f"gbrain:{slug}", pushed=page_text_of(page))
         return PullItem(slug=slug, note=rel, action="created")
 
     def _onto_pushed(self, page: dict[str, Any], row: PushRow) -> PullItem:
@@ -577,7 +588,7 @@ class _Pull:
             self._save_copy(row.note_path, local, "local")
         text, edit = apply_gbrain_edit(local, row.page_text, page, self.prefix)
         atomic_write_text(path, text)
-        self._record(page, row.note_path, text, row.note_id, pushed=str(page.get("content") or ""), row=row)
+        self._record(page, row.note_path, text, row.note_id, pushed=page_text_of(page), row=row)
         return PullItem(slug=row.slug, note=row.note_path, action="updated", detail=_describe(edit))
 
     def _onto_unknown(self, page: dict[str, Any], note: NoteFile, session_id: str) -> PullItem:
@@ -595,7 +606,7 @@ class _Pull:
         self._save_copy(note.rel, note.text, "local")
         text, edit = apply_gbrain_edit(note.text, built.text, page, self.prefix)
         atomic_write_text(note.path, text)
-        self._record(page, note.rel, text, session_id, pushed=str(page.get("content") or ""))
+        self._record(page, note.rel, text, session_id, pushed=page_text_of(page))
         return PullItem(slug=str(page["slug"]), note=note.rel, action="updated", detail=_describe(edit))
 
     def _conflict(self, page: dict[str, Any], rel: str, why: str) -> PullItem:
