@@ -511,7 +511,8 @@ def pull_from_gbrain(
     if not slugs and not query:
         raise InputError("name the pages to pull: one or more slugs, or --query WORDS")
     brain = brain_home(env)
-    out.mkdir(parents=True, exist_ok=True)
+    if not dry_run:
+        out.mkdir(parents=True, exist_ok=True)
     state = PushState(out, create=not dry_run)
     lock = None if dry_run else _lock(out)
     items: list[PullItem] = []
