@@ -11,6 +11,7 @@ import pytest
 
 import pipeline
 from pipeline.models import Decision, Facts, FileTouch, Lineage, Phase, Problem, Session, SessionSummary
+from pipeline.notes.frontmatter import load_frontmatter
 from pipeline.notes.render import (
     GENERATED_KEYS,
     headings_for,
@@ -144,9 +145,12 @@ def test_frontmatter_keys_and_values() -> None:
     fm = note.frontmatter
     assert fm["type"] == "conversation"
     assert fm["id"] == SID and fm["aliases"] == [SID]
-    assert fm["started_at"] == "2026-11-20T08:00:00+00:00"
-    assert fm["ended_at"] == "2026-11-20T09:00:00+00:00"
-    assert fm["distilled_at"] == "2026-11-21T09:30:00+00:00"
+    # UTC without an offset: Obsidian's Date & time form (peers-and-formats.md D.1)
+    assert fm["started_at"] == "2026-11-20T08:00:00"
+    assert fm["ended_at"] == "2026-11-20T09:00:00"
+    assert fm["distilled_at"] == "2026-11-21T09:30:00"
+    text = note_text(note)
+    assert "\ndate: 2026-11-20\n" in text and "\nstarted_at: 2026-11-20T08:00:00\n" in text  # unquoted: typed
     assert fm["distill_version"] == pipeline.__version__
     assert fm["content_hash"] == "sha256:abc"
     assert fm["message_count"] == 12 and fm["generations"] == 2
@@ -162,19 +166,25 @@ def test_frontmatter_keys_and_values() -> None:
 
 def test_open_session_and_naive_or_offset_datetimes() -> None:
     naive = make_session(started_at=datetime(2026, 11, 20, 8, 0), ended_at=None)
-    assert render(naive).frontmatter["started_at"] == "2026-11-20T08:00:00+00:00"
+    assert render(naive).frontmatter["started_at"] == "2026-11-20T08:00:00"
     assert render(naive).frontmatter["ended_at"] is None
     tokyo = make_session(started_at=datetime(2026, 12, 1, 1, 0, tzinfo=timezone(timedelta(hours=9))))
     note = render(tokyo)
-    assert note.frontmatter["started_at"] == "2026-11-30T16:00:00+00:00"
+    assert note.frontmatter["started_at"] == "2026-11-30T16:00:00"
     assert note.relpath.startswith("2026/11/2026-11-30-")  # the path follows the UTC day
+
+
+def _read(text: str) -> frontmatter.Post:
+    """The note as distill's reader (``load_frontmatter``) sees it: dates as the strings written."""
+    meta, body = load_frontmatter(text)
+    return frontmatter.Post(body.strip(), **meta)
 
 
 @pytest.mark.parametrize("title", HOSTILE_TITLES)
 def test_hostile_title_round_trips(title: str) -> None:
     note = render(make_session(title=title), make_summary(title=None))
     text = note_text(note)
-    post = frontmatter.loads(text)
+    post = _read(text)
     assert post.metadata == note.frontmatter
     assert post.content == note.body.rstrip("\n")
     assert "\n" not in note.frontmatter["title"]
@@ -185,7 +195,7 @@ def test_number_like_strings_are_quoted_for_yaml_1_2_readers() -> None:
     note = render(make_session(id="1234e567"))
     text = note_text(note)
     assert "id: '1234e567'" in text
-    assert frontmatter.loads(text).metadata["id"] == "1234e567"
+    assert _read(text).metadata["id"] == "1234e567"
 
 
 def test_parent_uses_link_for_and_lineage_section() -> None:
@@ -203,7 +213,9 @@ def test_parent_uses_link_for_and_lineage_section() -> None:
         assert f"[[x/{sid}|T {sid}]]" in section
     assert f"[[x/{SID}" not in section  # the session itself is not its own segment
     default = render(make_session(lineage=Lineage(parent="p1p1p1")))
-    assert default.frontmatter["parent_session"] == "[[p1p1p1]]"
+    # No note for the parent: its id as text, never a link that resolves to nothing
+    assert default.frontmatter["parent_session"] == "p1p1p1"
+    assert "- Parent: p1p1p1\n" in default.body and "[[p1p1p1]]" not in default.body
     assert render().frontmatter["parent_session"] is None
 
 

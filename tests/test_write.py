@@ -14,6 +14,7 @@ import pytest
 
 from pipeline.errors import OutputError, SessionError
 from pipeline.models import Facts, Note, Phase, Session, SessionSummary
+from pipeline.notes.frontmatter import load_frontmatter
 from pipeline.notes.render import render_note
 from pipeline.notes.store import INDEX_FILE, META_DIR, NoteStore, extract_notes
 
@@ -53,7 +54,9 @@ def make_note(
 
 
 def parse(path: str | Path) -> frontmatter.Post:
-    return frontmatter.load(str(path))
+    # As distill reads a note (``load_frontmatter``): dates are the strings written, unquoted or not.
+    meta, body = load_frontmatter(Path(path).read_text(encoding="utf-8"))
+    return frontmatter.Post(body.strip(), **meta)
 
 
 def index(out: Path) -> dict[str, Any]:
@@ -83,7 +86,7 @@ def test_write_creates_note_and_index(tmp_path: Path) -> None:
     assert index(out)[SID] == {"path": note.relpath, "content_hash": "sha256:1", "title": "Fix flaky reader"}
     assert store.path_for(SID) == note.relpath
     assert store.link_for(SID) == "[[2026/11/2026-11-20-fix-flaky-reader-abc123|Fix flaky reader]]"
-    assert store.link_for("unknown") == "[[unknown]]"
+    assert store.link_for("unknown") == "unknown"
     assert leftovers(out) == []
 
 

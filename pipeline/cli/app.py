@@ -87,7 +87,8 @@ def _command_hint(sessions: list[str], exc: DistillError) -> str:
         "  distill --all --source cli --out ~/notes/hermes\n\n"
         "  distill --demo\n\n"
         "Tool commands (each with --help): distill hook, distill skills, distill import, distill archive, "
-        "distill pull; the archive: distill ls, search, show, load, tag, history, diff, revert, index"
+        "distill pull, distill gbrain, distill push; the archive: distill ls, search, show, load, tag, history, diff, "
+        "revert, index"
     )
 )
 def distill(
@@ -306,6 +307,7 @@ def _tool_apps() -> dict[str, typer.Typer]:
     """Tool commands, imported only when asked for so ``distill --help`` stays fast."""
     apps: dict[str, typer.Typer] = {"import": import_app}
     from pipeline.cli.cold import archive_app, pull_app
+    from pipeline.cli.gbrain import gbrain_app, push_alias_app
     from pipeline.cli.hook import hook_app
     from pipeline.cli.skills import skills_app
 
@@ -313,6 +315,8 @@ def _tool_apps() -> dict[str, typer.Typer]:
     apps["skills"] = skills_app
     apps["archive"] = archive_app
     apps["pull"] = pull_app
+    apps["gbrain"] = gbrain_app
+    apps["push"] = push_alias_app  # distill push --to gbrain
     from pipeline.cli.archive import ARCHIVE_APPS
 
     apps.update(ARCHIVE_APPS)
@@ -321,7 +325,7 @@ def _tool_apps() -> dict[str, typer.Typer]:
 
 #: The archive's commands (pipeline/cli/archive.py).
 ARCHIVE_NAMES = ("ls", "search", "show", "load", "tag", "history", "diff", "revert", "index")
-TOOL_NAMES = ("hook", "import", "skills", "archive", "pull", *ARCHIVE_NAMES)
+TOOL_NAMES = ("hook", "import", "skills", "archive", "pull", "gbrain", "push", *ARCHIVE_NAMES)
 #: The command line of this process's main command, for ``pipeline.cli.record``'s record of a clean run.
 _invocation: list[str] | None = None
 #: The environment the user started us with. The run record is keyed by it, never by ``os.environ``

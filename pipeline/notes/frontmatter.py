@@ -48,7 +48,11 @@ class FrontmatterLimit(FrontmatterError):
 
 
 class _BoundedLoader(yaml.SafeLoader):
-    """SafeLoader that counts aliases and nesting while composing, before any object is built."""
+    """SafeLoader that counts aliases and nesting while composing, before any object is built.
+
+    Dates stay the strings written: notes write them unquoted so Obsidian types them
+    (``notes.render.YamlDate``), and every reader here expects the text, as before.
+    """
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
@@ -67,6 +71,12 @@ class _BoundedLoader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+
+_BoundedLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
 
 
 def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:

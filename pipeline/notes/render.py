@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -224,9 +224,22 @@ def _utc(dt: datetime) -> datetime:
     return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
 
 
-def iso(dt: datetime | None) -> str | None:
-    """``2026-11-20T08:00:00+00:00``. A string, not a YAML timestamp, so every reader sees the same."""
-    return None if dt is None else _utc(dt).isoformat(timespec="seconds")
+class YamlDate(str):
+    """A date (``2026-11-20``) or UTC date-time (``2026-11-20T08:00:00``) written unquoted.
+
+    Obsidian types a property by its value's shape: ``YYYY-MM-DD`` is a Date and
+    ``YYYY-MM-DDTHH:mm:ss`` a Date & time (it has no time-zone form, so the offset is left out and
+    every time in a note is UTC). Quoted, or with ``+00:00``, it would be Text. It is still a ``str``
+    to Python, and ``notes.frontmatter`` reads it back as one; gbrain gets it quoted (its js-yaml
+    would turn a bare date into a midnight timestamp, peers-and-formats.md B.6).
+    """
+
+    __slots__ = ()
+
+
+def iso(dt: datetime | None) -> YamlDate | None:
+    """``2026-11-20T08:00:00``, in UTC: a Date & time property in Obsidian, the same in every time zone."""
+    return None if dt is None else YamlDate(_utc(dt).replace(tzinfo=None).isoformat(timespec="seconds"))
 
 
 def tag_name(raw: str) -> str | None:
@@ -247,8 +260,12 @@ def _unique(items: Iterable[str]) -> list[str]:
 
 
 def default_link(session_id: str) -> str:
-    """``[[<session id>]]``: resolves through the ``aliases`` property of the target note."""
-    return f"[[{session_id}]]"
+    """A session that has no note (yet): its id as text, not a link.
+
+    ``[[<session id>]]`` would dangle: Obsidian resolves links by file path, never by ``aliases``
+    (it writes ``[[File|alias]]`` for an alias), and gbrain stores no edge to a missing page.
+    """
+    return session_id
 
 
 # --------------------------------------------------------------------------- the stage
@@ -280,7 +297,7 @@ def render_note(
         "id": session.id,
         "title": title,
         "aliases": [session.id],
-        "date": f"{_utc(session.started_at):%Y-%m-%d}" if session.started_at else None,
+        "date": YamlDate(f"{_utc(session.started_at):%Y-%m-%d}") if session.started_at else None,
         "source": session.source,
         "model": session.model or (facts.models[0] if facts.models else None),
         "provider": session.provider,
@@ -314,17 +331,22 @@ def render_note(
     fm["distill_tags"] = list(tags)
     fm["tags"] = tags  # last, where gbrain's serialiser puts it too
 
+    def body_link(target: str) -> str:
+        # A session without a note is named as text, neutralised like any session text.
+        found = link(target)
+        return found if found.startswith("[[") else md_inline(found)
+
     related: list[tuple[str, str]] = []
     for key in ("parent", "branched_from", "delegated_from", "reset_from"):
         if target := getattr(lineage, key):
-            related.append((h[key], link(target)))
-    related += [(h["segment"], link(s)) for s in lineage.segments if s != session.id]
+            related.append((h[key], body_link(target)))
+    related += [(h["segment"], body_link(s)) for s in lineage.segments if s != session.id]
     for key, ids in (
         ("child", lineage.children),
         ("branch", lineage.branches),
         ("subagent", lineage.subagents),
     ):
-        related += [(h[key], link(s)) for s in ids]
+        related += [(h[key], body_link(s)) for s in ids]
 
     template = _env().get_template(TEMPLATE)
     body = template.render(
@@ -391,11 +413,21 @@ def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
     return dumper.represent_str(value)
 
 
+def _represent_when(dumper: yaml.SafeDumper, value: YamlDate | date) -> yaml.Node:
+    # Plain, so YAML and Obsidian read a date. A ``datetime`` a reader loaded from a note keeps
+    # the ``T`` form (PyYAML would write a space, which Obsidian reads as Text).
+    # libyaml's emitter takes only an exact ``str``.
+    text = str.__str__(value) if isinstance(value, str) else value.isoformat()
+    return dumper.represent_scalar("tag:yaml.org,2002:timestamp", text)
+
+
 _NUMBER_START = frozenset("0123456789+-.")
 for _dumper in (_NoteDumper, _FastNoteDumper):
     if _dumper is not None:
         _dumper.add_representer(str, _represent_str)
         _dumper.add_representer(tuple, yaml.SafeDumper.represent_list)
+        for _type in (YamlDate, date, datetime):
+            _dumper.add_representer(_type, _represent_when)
 
 
 def _strings(value: Any) -> Iterator[str]:

@@ -51,6 +51,7 @@ from pipeline.notes.frontmatter import (
 )
 from pipeline.notes.render import (
     GENERATED_KEYS,
+    default_link,
     dump_note,
     generated_section_labels,
     section_labels,
@@ -127,10 +128,10 @@ class NoteStore:
         return None
 
     def link_for(self, session_id: str) -> str:
-        """Wikilink to the session's note: ``[[YYYY/MM/stem|title]]`` when known, else ``[[id]]``."""
+        """Wikilink to the session's note: ``[[YYYY/MM/stem|title]]`` when known, else the id as text."""
         entry = self._entry(session_id)
         if not entry:
-            return f"[[{session_id}]]"
+            return default_link(session_id)
         target = entry["path"].removesuffix(".md")
         # `|`, `[`, `]` and newlines would end or split the link; the title is display text only.
         title = " ".join(re.sub(r"[\[\]|]", " ", entry.get("title") or "").split())
