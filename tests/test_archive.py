@@ -227,7 +227,7 @@ def test_links_resolve_both_ways_and_projects_are_indexed(home: Path) -> None:
     assert f"- Branch: [[{stem(branch)}|" in parent and f"- Subagent: [[{stem(sub)}|" in parent
     assert f"[[{stem(note_path(out, SID['cli_tools'], home))}|" in branch.read_text(encoding="utf-8")
     # Every wikilink in every note (body and properties) names a file of the vault; a session without a
-    # note (a continuation merged into its root, a source not distilled) is named as code, not linked.
+    # note (a continuation merged into its root, a source not distilled) is named as text, not linked.
     for path in out.rglob("*.md"):
         if ".git" in path.parts:
             continue

@@ -59,7 +59,7 @@ _LINEAGE_KEYS = ("parent", "branched_from", "delegated_from", "reset_from", "seg
 _REVERSE = {"branched_from": "branch", "delegated_from": "subagent", "parent": "child", "reset_from": "child",
             "branch": "branched_from", "subagent": "delegated_from", "child": "parent"}
 _LINK = re.compile(r"\[\[([^\[\]|]+)(?:\|([^\[\]]*))?\]\]")
-_LINE = re.compile(r"^- (?P<label>[^:\n]+): (?P<link>\[\[[^\n]*\]\]|`[^`\n]+`)\s*$")
+_LINE = re.compile(r"^- (?P<label>[^:\n]+): (?P<link>\[\[[^\n]*\]\]|`[^`\n]+`|[^\s`\[\]|]+)\s*$")
 _H2 = re.compile(r"^ {0,3}##[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 
 
@@ -197,11 +197,17 @@ def _labels() -> dict[str, str]:
 
 
 def _target_name(link: str) -> str | None:
-    """What a lineage entry points at: a wikilink's target, or a session id written as code."""
+    """What a lineage entry points at: a wikilink's target, or a session id written as text.
+
+    The renderer names a session without a note by its bare id (``notes.render.default_link``);
+    notes written before that wrapped it in backticks, which are accepted too.
+    """
     if m := _LINK.search(link):
         return m.group(1).strip()
-    code = link.strip()
-    return code[1:-1].strip() if code.startswith("`") and code.endswith("`") and len(code) > 2 else None
+    text = link.strip()
+    if text.startswith("`") and text.endswith("`") and len(text) > 2:
+        text = text[1:-1].strip()
+    return text if text and not any(c.isspace() or c in "[]|`" for c in text) else None
 
 
 def _target(link: str, by_id: Mapping[str, NoteRecord], by_path: Mapping[str, NoteRecord]) -> NoteRecord | None:
@@ -229,8 +235,8 @@ def _lineage(rec: NoteRecord, body: str, by_id: Mapping[str, NoteRecord], by_pat
                 neighbours.append((key, target))
         elif target is None and (name := _target_name(m.group("link"))) and "/" not in name:
             # A session with no note (filtered out, or a continuation segment merged into this note):
-            # a link would not resolve, so its id is shown as code until a note for it exists.
-            items.append(f"{m.group('label')}: `{name}`")
+            # a link would not resolve, so its id is shown as text until a note for it exists.
+            items.append(f"{m.group('label')}: {name}")
         else:
             items.append(item)
     return list(dict.fromkeys(items)), neighbours
