@@ -351,7 +351,8 @@ def test_pull_brings_back_lost_notes_and_foreign_pages(tmp_path: Path, setup: tu
     call(env, "put_page", {"slug": "concepts/release-trains", "content":
                            "---\ntype: concept\ntitle: Release trains\ntags: [process]\n---\n\nShip on a schedule; "
                            "see [[conversations/distill/2026-11-23-release-checklist-d039b9]].\n"})
-    res = distill(tmp_path, env, "gbrain", "pull", "--query", "release", "--out", str(out))
+    # The spelling, `distill pull --from gbrain`, is `distill gbrain pull`.
+    res = distill(tmp_path, env, "pull", "--from", "gbrain", "--query", "release", "--out", str(out))
     assert res.returncode == 0, res.stderr
     restored = out / vault_path(path.stem)
     assert restored == path and path.is_file()

@@ -198,14 +198,22 @@ def _summary(report: object) -> list[str]:
         "Examples:\n\n"
         "  distill pull 20261120_080000_f2a74d\n\n"
         "  distill pull 20261120_080000_f2a74d 20261121_101748_56947a\n\n"
-        "  distill pull ~/.hermes/distilled/2026/11/2026-11-20-fix-parser-f2a74d.md --into-db /tmp/restored.db"
+        "  distill pull ~/.hermes/distilled/2026/11/2026-11-20-fix-parser-f2a74d.md --into-db /tmp/restored.db\n\n"
+        "  distill pull --from gbrain --query \"sqlite reader\"   (pages back into the notes)"
     )
 )
 def pull(
-    refs: Annotated[list[str], typer.Argument(help="Session ids, notes (.md) or sidecar files.")],
+    refs: Annotated[list[str] | None, typer.Argument(help="Session ids, notes (.md) or sidecar files; with "
+                                                     "--from gbrain, page slugs.", show_default=False)] = None,
     into_db: Annotated[Path | None, typer.Option("--into-db", help="state.db to restore into "
                                                  "(default: --db, else $HERMES_HOME/state.db).")] = None,
-    from_: Annotated[str, typer.Option("--from", help="Where archives are found: notes (the notes directory).")] = "notes",
+    from_: Annotated[str, typer.Option("--from", help="Where archives are found: notes (the notes directory), "
+                                       "or gbrain (pages back into the notes: `distill gbrain pull`).")] = "notes",
+    query: Annotated[str | None, typer.Option("--query", help="With --from gbrain: pull the pages a gbrain "
+                                              "search finds.")] = None,
+    theirs: Annotated[bool, typer.Option("--theirs", help="With --from gbrain: on a conflict take gbrain's "
+                                         "version.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="With --from gbrain: show what would change.")] = False,
     summary_only: Annotated[bool, typer.Option("--summary-only", help="Restore the note's summary as a new "
                                                "session, even when its sidecar exists.")] = False,
     db: Annotated[Path | None, typer.Option(help="The Hermes state.db (default $HERMES_HOME/state.db).")] = None,
@@ -213,6 +221,17 @@ def pull(
     out: Annotated[Path | None, typer.Option(help="Notes directory (default $HERMES_HOME/distilled).")] = None,
     json_: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
+    if from_ == "gbrain":
+        # Pages come back as notes, not rows: the same command as `distill gbrain pull`.
+        from pipeline.cli import gbrain
+
+        gbrain.pull(slugs=refs, query=query, out=out, profile=profile, theirs=theirs, dry_run=dry_run, json_=json_)
+        return
+    if not refs:
+        raise _fail(InputError("distill pull: name at least one session id, note or sidecar "
+                               "(or --from gbrain SLUG | --query Q)"))
+    if query or theirs or dry_run:
+        raise _fail(InputError("--query, --theirs and --dry-run apply to `distill pull --from gbrain` only"))
     from pipeline.cold.pull import NoteOnly, session_from_note
     from pipeline.cold.pull import pull as run_pull
 
