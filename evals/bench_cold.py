@@ -120,7 +120,7 @@ def codecs(sidecars: list[Path]) -> list[tuple[str, int, float]]:
 
 def hermes_venv(version: int) -> Path | None:
     names = ("HERMES_IOT_PYTHON", ".venv-hermes-iot") if version >= 30 else ("HERMES_PYTHON", ".venv-hermes")
-    for c in (os.environ.get(names[0], ""), str(ROOT / names[1] / "bin/python"), f"/work/main/{names[1]}/bin/python"):
+    for c in (os.environ.get(names[0], ""), str(ROOT / names[1] / "bin/python")):
         if c and Path(c).exists():
             return Path(c).parent
     return None

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from tests.shell import DISTILL, run_distill, user_env
+from tests.shell import DISTILL, run_distill, session_notes, user_env
 
 ROOT = Path(__file__).resolve().parent.parent
 V31 = ROOT / "fixtures" / "hermes" / "state-v31.db"
@@ -111,7 +111,7 @@ def report(p: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 
 
 def notes(out: Path) -> list[Path]:
-    return sorted(q for q in out.rglob("*.md") if ".distill" not in q.parts and "skills" not in q.parts)
+    return session_notes(out)
 
 
 def statuses(rep: dict[str, Any]) -> dict[str, dict[str, Any]]:

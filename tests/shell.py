@@ -41,3 +41,11 @@ def run_distill(
     full.update(env or {})
     return subprocess.run([str(DISTILL), *args], env=full, cwd=cwd or home, capture_output=True, text=True,
                           input=input, timeout=timeout, check=False)
+
+
+def session_notes(out: Path) -> list[Path]:
+    """The session notes under ``out``: not distill's own folders, the archive's git repository, the
+    project index notes the link pass writes (``projects/``), staged skills or gbrain's foreign pages."""
+    skip = {"projects", "skills", "gbrain"}
+    return sorted(p for p in out.rglob("*.md")
+                  if not {".distill", ".git"} & set(p.parts) and p.relative_to(out).parts[0] not in skip)

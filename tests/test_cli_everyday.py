@@ -57,18 +57,20 @@ def test_rerender_keeps_the_frontmatter_key_order(tmp_path: Path) -> None:
     db, out = _db(tmp_path), tmp_path / "notes"
     args = ("--db", str(db), "--all", "--out", str(out), "--summarizer", "extractive")
     assert run_distill(*args, home=tmp_path).returncode == 0
-    notes = sorted(out.rglob("*.md"))
+    # Session notes only: projects/<name>.md are the archive's project index notes.
+    notes = sorted(p for p in out.rglob("*.md") if p.relative_to(out).parts[0] not in ("projects", ".git"))
     first = {note: _keys(note) for note in notes}
     assert all(keys.index("aliases") == 3 for keys in first.values())  # type, id, title, aliases, ...
     note = notes[0]
     post = frontmatter.load(note)
-    post["rating"] = 5  # a key of the user's own, kept after the generated ones
+    post["rating"] = 5  # a key of the user's own
     note.write_text(frontmatter.dumps(post) + "\n", "utf-8")
+    edited = _keys(note)
     again = run_distill(*args, "--force", home=tmp_path)
     assert again.returncode == 0, again.stderr
     for path, keys in first.items():
-        want = [*keys[:-1], "rating", keys[-1]] if path == note else keys
-        assert _keys(path) == want, path
+        # The re-render edits distill's keys in place: the user's order, their key included, stays.
+        assert _keys(path) == (edited if path == note else keys), path
 
 
 # --------------------------------------------------------------------------- runs with a model
@@ -116,7 +118,8 @@ def test_no_model_server_starts_when_every_session_is_unchanged(tmp_path: Path) 
 
 def _started(out: Path) -> dict[str, str]:
     """Session id → its note's ``started_at``. In the fixture, start order is also last-activity order."""
-    return {str(m["id"]): str(m["started_at"]) for m in (frontmatter.load(p).metadata for p in out.rglob("*.md"))}
+    metas = (frontmatter.load(p).metadata for p in out.rglob("*.md"))
+    return {str(m["id"]): str(m["started_at"]) for m in metas if m.get("type") == "conversation"}
 
 
 PROGRESS = re.compile(r"^(\d+)/(\d+) done, (\d+) left · (\d\S*) a session · (about \S+ left|done) · (\S+) (written|unchanged)$")

@@ -24,10 +24,10 @@ import pytest
 from pipeline.cold import sidecar as sc
 from pipeline.cold.notes import cold_of
 from pipeline.cold.rows import connect, encode_row, read_rows, read_schema
+from tests.corpus import corpus_file
 from tests.shell import run_distill
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = Path("/work/shared/hermes")
 ALL_SOURCES = ["--source", "cli", "--source", "telegram", "--source", "cron", "--source", "tool",
                "--source", "subagent"]
 DBS = {
@@ -42,7 +42,7 @@ DERIVED = ("messages_fts", "sqlite_")
 
 def hermes_python(version: str) -> str:
     env, venv = ("HERMES_IOT_PYTHON", ".venv-hermes-iot") if version == "v31" else ("HERMES_PYTHON", ".venv-hermes")
-    for c in (os.environ.get(env, ""), str(ROOT / venv / "bin/python"), f"/work/main/{venv}/bin/python"):
+    for c in (os.environ.get(env, ""), str(ROOT / venv / "bin/python")):
         if c and Path(c).exists():
             return c
     if os.environ.get("DISTILL_REQUIRE_HERMES"):
@@ -579,10 +579,9 @@ def test_pull_a_note_without_a_sidecar_restores_its_summary(tmp_path: Path) -> N
 def test_pull_a_note_from_another_agents_transcript(tmp_path: Path) -> None:
     home = tmp_path / "hermes"
     home.mkdir()
-    transcripts = sorted((ROOT / "fixtures/transcripts").rglob("*.jsonl"))
-    assert transcripts
-    distill(str(transcripts[0]), "--summarizer", "extractive", "--out", str(tmp_path / "notes"), home=home)
-    note = next((tmp_path / "notes").rglob("*.md"))
+    transcript = corpus_file("claude-code-jsonl/agentic-wallet-grant-skill-short.jsonl")
+    distill(str(transcript), "--summarizer", "extractive", "--out", str(tmp_path / "notes"), home=home)
+    note = next(p for p in (tmp_path / "notes").rglob("*.md") if p.relative_to(tmp_path / "notes").parts[0] != "projects")
     proc = distill("pull", str(note), "--into-db", str(tmp_path / "x.db"), "--out", str(tmp_path / "notes"),
                    home=home)
     assert "summary only" in proc.stdout

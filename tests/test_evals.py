@@ -70,8 +70,9 @@ LOCAL_LLM_KNOWN_WRONG_LANGUAGE_FALLBACKS = {"hermes-image-gen-ui-research-zh", "
 # decisions), 0.7381 on LOCAL_LLM_FIRST_CASES (the floor set when only those were recorded).
 LOCAL_LLM_DECISION_RECALL_FLOOR = 0.65
 LOCAL_LLM_FIRST_CASES_DECISION_RECALL_FLOOR = 0.73
-# The extractive summariser on the same sessions: 0.5455 on LOCAL_LLM_CASES, 0.5476 on the first seven.
-EXTRACTIVE_SUBSET_DECISION_RECALL = 0.54
+# The extractive summariser on the same sessions: 0.5455 on LOCAL_LLM_CASES on 2026-12-02; 0.7273 on
+# 2026-12-03 after the decision rules of the trust work, now above the embedded model's 0.6515.
+EXTRACTIVE_SUBSET_DECISION_RECALL = 0.72
 
 
 @pytest.fixture(scope="module")
@@ -326,8 +327,11 @@ def test_local_llm_decision_recall_floor(run: EvalRun) -> None:
             >= LOCAL_LLM_FIRST_CASES_DECISION_RECALL_FLOOR)
     # The extractive summariser on the very same sessions, so the two floors compare like for like.
     assert _subset_mean(run, "extractive", "decision_recall_keyword") >= EXTRACTIVE_SUBSET_DECISION_RECALL
-    assert (_subset_mean(run, LOCAL_LLM, "decision_recall_keyword")
-            > _subset_mean(run, "extractive", "decision_recall_keyword"))
+    # The README's reason why `auto` without a configured model summarises extractively: on these
+    # sessions the embedded model does not beat extractive. When re-recorded cassettes change that, this
+    # fails and the default must be revisited.
+    assert (_subset_mean(run, "extractive", "decision_recall_keyword")
+            >= _subset_mean(run, LOCAL_LLM, "decision_recall_keyword"))
 
 
 def test_local_llm_meets_the_dev_floors(run: EvalRun) -> None:

@@ -259,7 +259,7 @@ def _edit_in_gbrain(env: dict[str, str], slug: str, edit: Any) -> None:
 
 
 def _person_edit(text: str) -> str:
-    text = text.replace("tags:\n", "tags:\n  - reviewed\n", 1)
+    text = text.replace("\ntags:\n", "\ntags:\n  - reviewed\n", 1)  # `tags`, not `distill_tags`
     text = text.replace("\n## Summary", "\nA remark a person added to the goal in gbrain.\n\n## Summary", 1)
     return text.rstrip("\n") + "\n\nTheir closing thought, written in gbrain.\n"
 
@@ -279,12 +279,16 @@ def test_edit_in_gbrain_then_pull(tmp_path: Path, setup: tuple[Path, dict[str, s
     meta_before, _ = load_frontmatter(before)
     meta_after, body_after = load_frontmatter(after)
     assert meta_after["tags"] == [*meta_before["tags"], "reviewed"]
-    assert {k: v for k, v in meta_after.items() if k != "tags"} == {k: v for k, v in meta_before.items() if k != "tags"}
+    assert meta_after["version"] == meta_before["version"] + 1  # the person's edit is a content version
+    assert ({k: v for k, v in meta_after.items() if k not in ("tags", "version")}
+            == {k: v for k, v in meta_before.items() if k not in ("tags", "version")})
     notes = extract_notes(body_after)
     assert "A remark a person added to the goal in gbrain." in notes
     assert "Their closing thought, written in gbrain." in notes
     assert body_after.count("A remark a person added") == 1  # moved, not copied
-    assert before.split("\n---\n", 1)[0] in after  # the frontmatter's bytes kept but for the tags line
+    # The frontmatter's bytes are kept but for the version and the tags list (its last key).
+    v = meta_before["version"]
+    assert before.split("\n---\n", 1)[0].replace(f"\nversion: {v}\n", f"\nversion: {v + 1}\n") in after
     again = distill(tmp_path, env, "gbrain", "pull", slug, "--out", str(out))
     assert again.returncode == 0 and lines(again, "unchanged")
     # a re-run of distill keeps what came from gbrain (Notes and the tag survive a re-render)
