@@ -241,7 +241,7 @@ def test_summary_phases_follow_generations_and_topics() -> None:
         ("Now write the Dockerfile", 0, "done"),
         ("Deploy it with `docker compose up -d`", 1, "failed"),
     ]
-    assert out.phases[0].done == "I added the `/health` route in `src/server.ts`. Files changed: src/server.ts"
+    assert out.phases[0].done == "I added the `/health` route in `src/server.ts`. Files changed: src/server.ts."
     assert out.output_files == ("src/server.ts", "Dockerfile")
     assert out.end_state == "failed"
     assert out.tags == ("telegram", "typescript", "docker")
@@ -310,7 +310,7 @@ def test_chinese_summary_uses_chinese_labels_but_keeps_user_text() -> None:
     out = summarise_extractive(s, [], derive_facts(s))
     assert out.language == "zh"
     assert out.goal == "帮我给 `parser.py` 加一个单元测试"
-    assert out.phases[0].done == "我已添加测试 `tests/test_parser.py`，全部通过。 改动文件：tests/test_parser.py"
+    assert out.phases[0].done == "我已添加测试 `tests/test_parser.py`，全部通过。 改动文件：tests/test_parser.py。"
     assert out.phases[0].outcome == "done"
     assert out.end_state == "resolved"
     assert out.projects == ()  # the home directory is not a project

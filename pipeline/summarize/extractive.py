@@ -370,14 +370,15 @@ def _done_text(msgs: list[Message], cwd: str | None, lang: str) -> str:
                    and _CHANGE_REPORT.search(s) and not _ADVICE_OR_PLAN.search(s)]
         said = [*list(dict.fromkeys(e for e in earlier if e not in said))[-EARLIER_ACTIONS:], *said]
     changed = [t.path for t in file_touches(msgs, cwd) if t.action not in ("read", "deleted") and not is_scratch(t.path)]
-    sep = "、" if lang == "zh" else ", "
+    sep, stop = ("、", "。") if lang == "zh" else (", ", ".")
     if changed:
-        said.append(_LABELS.get(lang, _LABELS["en"])["files"] + sep.join(changed[:8]))
+        # Each list ends like a sentence: the phase text joins its parts with spaces.
+        said.append(_LABELS.get(lang, _LABELS["en"])["files"] + sep.join(changed[:8]) + stop)
     ran = _notable_commands(msgs)
     if ran:
         # A clipped command keeps its ellipsis outside the code span: the span is quoted as run.
         said.append(_LABELS.get(lang, _LABELS["en"])["ran"] + "; ".join(
-            f"`{c}`" if len(c) <= 100 else f"`{c[:99].rstrip()}`…" for c in ran))
+            f"`{c}`" if len(c) <= 100 else f"`{c[:99].rstrip()}`…" for c in ran) + stop)
     # An empty code span ("in ``.", a link the export dropped) would pair the wrong backticks.
     return _clip(_EMPTY_CODE.sub("", " ".join(said)), 600)
 
