@@ -409,3 +409,21 @@ def test_phases_name_the_commands_they_ran_not_the_ones_that_looked_or_failed() 
              *run("c3", "git push --force", "rejected", 1), a("Done: .env is untracked."))
     done = summarise_extractive(s, [], derive_facts(s)).phases[0].done
     assert "Ran: `git rm --cached .env`" in done and "git status" not in done and "--force" not in done
+
+
+def test_the_last_phase_is_held_to_the_session_end_state() -> None:
+    """Nothing follows the last phase: its "done" is the assistant's claim unless the session is resolved."""
+    msgs = (u("why did last night's backup fail on pve2?", 1),
+            *run("r", "umount -l /mnt/nfs && mount -a && vzdump 104", "", 0),
+            a("Remounted and started `vzdump 104` in the background. I'll report when it finishes.", 4))
+    s = sess(*msgs)
+    chunks = [Chunk(session_id="s", generation=0, messages=msgs)]
+    out = summarise_extractive(s, chunks, derive_facts(s, chunks))
+    assert out.end_state != "resolved"
+    assert out.phases[-1].outcome != "done"
+    # A resolved session keeps the last phase's "done".
+    thanks = (*msgs, u("it finished fine, thanks!", 5))
+    s2 = sess(*thanks)
+    out2 = summarise_extractive(s2, [Chunk(session_id="s", generation=0, messages=thanks)],
+                                derive_facts(s2, [Chunk(session_id="s", generation=0, messages=thanks)]))
+    assert out2.end_state == "resolved" and out2.phases[-1].outcome == "done"

@@ -187,6 +187,19 @@ def _verdict(state: EndState, reason: str, msgs: Sequence[Message] = (), index: 
     return EndVerdict(state, reason, index, quote)
 
 
+def last_phase_outcome(outcome: str, end_state: str) -> str:
+    """The last phase's outcome, held to the session's end state.
+
+    Nothing follows the last phase, so the evidence that judges it is the evidence that judges the
+    session: "done" there stands only when the session is ``resolved``. Otherwise it is the
+    assistant's own claim ("Remounted and started the backup… I'll report when it finishes"),
+    which a note must not repeat as an outcome.
+    """
+    if outcome != "done" or end_state == "resolved":
+        return outcome
+    return {"failed": "failed", "unresolved": "partial"}.get(end_state, "unknown")
+
+
 def infer_end_state(session: Session, facts: Facts | None = None) -> EndState:
     """How the session ended: failed / unresolved / resolved, or unknown when the signals are unclear."""
     return judge_end_state(session, facts).state

@@ -77,8 +77,23 @@ def _has_prose(text: str) -> bool:
                for ln in (raw.strip() for raw in _FENCE.sub("\n", text).splitlines()))
 
 
+#: Words that turn a thank-you into a report of trouble or a new request ("still 404, thanks").
+_NOT_CLOSED = re.compile(
+    r"(?<![^\W\d_])(?:still|but|not|no longer|doesn'?t|didn'?t|isn'?t|won'?t|can'?t|cannot|fail\w*|error\w*|broke\w*|"
+    r"wrong|again|also|please|could|can you|would|instead|later|tomorrow|try|check|test|i'?ll|i will|let me|will see)"
+    r"(?![^\W\d_])|还是|不行|出错|报错|失败|但是|不过|再|请|能不能|可以帮|稍后|明天|试试|看看|回头",
+    re.I)
+
+
 def _is_ack(text: str) -> bool:
     return len(text) <= 60 and not re.sub(r"[\W_]+", "", _ACK_WORDS.sub(" ", text.lower()))
+
+
+def _is_thanks(text: str) -> bool:
+    """A short line that ends on thanks and asks for nothing more ("it finished fine, thanks!")."""
+    low = text.lower().rstrip(" !.。！~:)🙂👍🙏")
+    return (len(text) <= 80 and "?" not in text and "？" not in text and low.endswith(_CLOSERS)
+            and not _NOT_CLOSED.search(low))
 
 
 def harness_error(msg: Message) -> bool:
@@ -105,7 +120,7 @@ def _text_kind(text: str) -> str | None:
     # Cached: the same user text is classified by every helper; small, since turns repeat within a session.
     if not text or text.startswith(_HARNESS) or _SLASH.match(text):
         return None
-    if _is_ack(text):
+    if _is_ack(text) or _is_thanks(text):
         return "ack"
     return "ask" if _has_prose(text) else None
 

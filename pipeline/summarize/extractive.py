@@ -32,7 +32,14 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from pipeline.facts.derive import COMMAND_TOOLS, file_touches, result_failed
-from pipeline.facts.endstate import _DONE, _FAILED, _claims_done, _tool_signal, judge_end_state
+from pipeline.facts.endstate import (
+    _DONE,
+    _FAILED,
+    _claims_done,
+    _tool_signal,
+    judge_end_state,
+    last_phase_outcome,
+)
 from pipeline.facts.lang import typed_prose
 from pipeline.facts.shell import command_text
 from pipeline.facts.turns import _has_prose, _kind, _live, _prose, _replies, _sentences, _until_closer
@@ -470,10 +477,15 @@ def summarise_extractive(
     goal = asks[0] if asks else _checkpoint_goal(session, chunks) or session.title
     goal = goal or _LABELS.get(lang, _LABELS["en"])["none"]
     end = judge_end_state(session, facts)
+    phases = _phases(session, chunks, lang)
+    if phases:
+        last = phases[-1]
+        outcome = last_phase_outcome(last.outcome, end.state)
+        phases[-1] = last if outcome == last.outcome else last.model_copy(update={"outcome": outcome})
     return SessionSummary(
         title=_clip(session.title, 80) if session.title else _title(goal),
         goal=goal,
-        phases=tuple(_phases(session, chunks, lang)),
+        phases=tuple(phases),
         decisions=tuple([_plain(d) for d in decision_candidates(session.messages) if _firm(d.choice)][:12]),
         output_files=tuple(facts.output_files),
         open_items=tuple(open_items(session)),

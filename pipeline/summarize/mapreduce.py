@@ -191,10 +191,10 @@ def _output_files(facts: Facts, kept: Sequence[FileOut]) -> list[str]:
 
 
 def _guard_outcome(outcome: str, end_state: str, last: bool) -> str:
-    """A phase can't claim success the deterministic end state contradicts."""
-    if last and outcome == "done" and end_state in ("unresolved", "failed"):
-        return "failed" if end_state == "failed" else "partial"
-    return outcome
+    """A phase can't claim success the deterministic end state does not support."""
+    from pipeline.facts.endstate import last_phase_outcome
+
+    return last_phase_outcome(outcome, end_state) if last else outcome
 
 
 class WrongLanguage(ValueError):
