@@ -115,6 +115,7 @@ def test_each_tool_answers_as_the_commands_do(home: Path) -> None:
             "search": ("search_sessions", {"query": "csv importer crash"}),
             "search_filtered": ("search_sessions", {"query": "csv importer", "sources": ["telegram"]}),
             "search_zh": ("search_sessions", {"query": "记账小工具"}),
+            "semantic": ("search_sessions", {"query": "数据库连接失败", "semantic": True, "limit": 3}),
             "list": ("list_sessions", {"limit": 3, "sort": "messages"}),
             "list_since": ("list_sessions", {"since": "2026-11-07", "until": "2026-11-07"}),
             "get": ("get_session", {"id": SID["cli_tools"][-6:]}),
@@ -135,6 +136,8 @@ def test_each_tool_answers_as_the_commands_do(home: Path) -> None:
     assert found["hits"][0]["id"] == SID["cli_tools"] and "**" in found["hits"][0]["snippet"]
     assert all(h["source"] == "telegram" for h in json.loads(got["search_filtered"])["hits"])
     assert json.loads(got["search_zh"])["hits"][0]["id"] == SID["chinese"]
+    meaning = json.loads(got["semantic"])  # a Chinese query finds the English database session by meaning
+    assert meaning["semantic"] is True and SID["secrets"] in [h["id"] for h in meaning["hits"]]
     # list_sessions is distill ls.
     rows = json.loads(got["list"])["sessions"]
     cli_rows = json.loads(ok(run_distill("ls", "--out", str(out), "--json", "--sort", "messages", "--limit", "3",

@@ -106,7 +106,6 @@ class ArchiveTools:
 
     def __init__(self, out: Path, home: Path) -> None:
         self.out, self.home = out, home
-        self._embedder: Any = None
         # The SDK runs each synchronous tool in a worker thread: one embedding model, used by one at a time.
         self._embed_lock = threading.Lock()
 
@@ -150,16 +149,29 @@ class ArchiveTools:
         if not query.strip():
             raise InputError("give words to search for, e.g. 'deploy workflow'")
         filters = self._filters(tags, projects, sources, models, since, until, list(end_states or ()))
-        embedder = self._embedder_once() if semantic else None
-        index, stats = self._index()
-        try:
-            if embedder is None:
-                result = search(index, query, filters, limit=limit)
-            else:
-                with self._embed_lock:
-                    result = search(index, query, filters, limit=limit, semantic=True, embedder=embedder)
-        finally:
-            index.close()
+
+        def run(embedder: Any) -> tuple[Any, Any]:
+            index, stats = self._index()
+            try:
+                return stats, search(index, query, filters, limit=limit, semantic=semantic, embedder=embedder)
+            finally:
+                index.close()
+
+        if not semantic:
+            stats, result = run(None)
+        else:
+            from pipeline.archive.vectors import embedder_for
+
+            # As distill search --semantic does, per call: the vector cache's SQLite connection belongs
+            # to the worker thread that opened it. The model itself stays loaded in the process, so
+            # only the first call pays for it; the lock keeps it to one caller at a time.
+            with self._embed_lock:
+                embedder = embedder_for(self._folder())
+                try:
+                    stats, result = run(embedder)
+                finally:
+                    if embedder is not None:
+                        embedder.close()  # type: ignore[attr-defined]
         hits = []
         for hit in result.hits:
             n = hit.note
@@ -169,14 +181,6 @@ class ArchiveTools:
         head = {"query": query, "sessions_in_archive": stats.notes, "semantic": result.semantic,
                 "notices": [*stats.problems, *result.notices]}
         return fit(head, "hits", hits, max_chars, "lower limit or add filters")
-
-    def _embedder_once(self) -> Any:
-        with self._embed_lock:
-            if self._embedder is None:
-                from pipeline.archive.vectors import embedder_for
-
-                self._embedder = embedder_for(self._folder()) or False
-            return self._embedder or None
 
     def list_sessions(
         self,
