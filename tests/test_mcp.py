@@ -277,3 +277,16 @@ def test_the_server_exits_by_itself_when_stdin_closes(home: Path) -> None:
 def test_check_lists_the_tools_without_a_client(home: Path) -> None:
     proc = ok(run_distill("mcp", "--out", str(home / "archive"), "--check", home=home))
     assert set(proc.stdout.split(": ", 1)[1].strip().split(", ")) == TOOLS
+
+
+def test_help_has_examples_and_mcp_is_never_answered_from_a_run_record() -> None:
+    from typer.testing import CliRunner
+
+    from pipeline.cli.app import TOOL_NAMES
+    from pipeline.cli.mcp import mcp_app
+    from pipeline.cli.record import TOOL_COMMANDS
+
+    result = CliRunner().invoke(mcp_app, ["--help"])
+    assert result.exit_code == 0, result.output
+    assert "Example" in result.output and "distill mcp --out" in result.output and "mcp_servers" in result.output
+    assert "mcp" in TOOL_NAMES and "mcp" in TOOL_COMMANDS  # a server is started, never replayed
