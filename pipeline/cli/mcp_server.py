@@ -304,7 +304,8 @@ class ArchiveTools:
                     f"raise max_chars (up to {MAX_CHARS:,})")
 
 
-#: Name → (method, description). The descriptions are what the model reads: what comes back, its limits.
+#: Tool name (an ``ArchiveTools`` method) → its description: what the model reads, so it says what comes
+#: back and its limits.
 DESCRIPTIONS: dict[str, str] = {
     "search_sessions": (
         "Full-text search over distilled past sessions (BM25 over title, goal and text, any language; `semantic` "
