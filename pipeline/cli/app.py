@@ -87,7 +87,7 @@ def _command_hint(sessions: list[str], exc: DistillError) -> str:
         "  distill --all --source cli --out ~/notes/hermes\n\n"
         "  distill --demo\n\n"
         "Tool commands (each with --help): distill hook, distill skills, distill import, distill archive, "
-        "distill pull, distill gbrain, distill push; the archive: distill ls, search, show, load, tag, history, diff, "
+        "distill pull, distill gbrain, distill push, distill mcp; the archive: distill ls, search, show, load, tag, history, diff, "
         "revert, index"
     )
 )
@@ -317,6 +317,9 @@ def _tool_apps() -> dict[str, typer.Typer]:
     apps["pull"] = pull_app
     apps["gbrain"] = gbrain_app
     apps["push"] = push_alias_app  # distill push --to gbrain
+    from pipeline.cli.mcp import mcp_app
+
+    apps["mcp"] = mcp_app  # the archive over MCP stdio; the SDK loads only when it runs
     from pipeline.cli.archive import ARCHIVE_APPS
 
     apps.update(ARCHIVE_APPS)
@@ -325,7 +328,7 @@ def _tool_apps() -> dict[str, typer.Typer]:
 
 #: The archive's commands (pipeline/cli/archive.py).
 ARCHIVE_NAMES = ("ls", "search", "show", "load", "tag", "history", "diff", "revert", "index")
-TOOL_NAMES = ("hook", "import", "skills", "archive", "pull", "gbrain", "push", *ARCHIVE_NAMES)
+TOOL_NAMES = ("hook", "import", "skills", "archive", "pull", "gbrain", "push", "mcp", *ARCHIVE_NAMES)
 #: The command line of this process's main command, for ``pipeline.cli.record``'s record of a clean run.
 _invocation: list[str] | None = None
 #: The environment the user started us with. The run record is keyed by it, never by ``os.environ``

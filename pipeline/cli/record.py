@@ -48,8 +48,8 @@ DISABLE_ENV = "DISTILL_NO_QUICK"
 #: Options whose meaning changes with the clock or that ask for more than notes: never answered here.
 UNVOUCHED = ("--since", "--idle", "--force", "--dry-run", "--promote-skill", "--propose-skills", "--from",
              "--debug", "--help", "-h")
-TOOL_COMMANDS = ("hook", "import", "eval", "skills", "archive", "pull", "gbrain", "push", "ls", "search", "show",
-                 "load", "tag", "history", "diff", "revert", "index")
+TOOL_COMMANDS = ("hook", "import", "eval", "skills", "archive", "pull", "gbrain", "push", "mcp", "ls", "search",
+                 "show", "load", "tag", "history", "diff", "revert", "index")
 #: Shell bookkeeping that differs between two runs of one command and changes nothing distill does.
 VOLATILE_ENV = frozenset({"_", "PWD", "OLDPWD", "SHLVL", "COLUMNS", "LINES", "PS1", "PROMPT_COMMAND",
                           "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY", "TERM_SESSION_ID", "WINDOWID",
