@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 from dataclasses import asdict
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Annotated
 
 import typer
 
+from pipeline.cli.when import parse_age
 from pipeline.config import DEFAULT_EXCLUDED_SOURCES, build_settings
 from pipeline.errors import DistillError, InputError
 
@@ -23,17 +23,6 @@ archive_app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_ex
 pull_app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
 
 
-_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def parse_age(text: str) -> float:
-    """'90m', '2h', '30d', '1w' → seconds (as ``distill --idle`` reads them; ``cli.app`` imports this
-    module, so importing its parser back would be a cycle)."""
-    m = _AGE.match(text.lower())
-    if not m:
-        raise InputError(f"{text!r}: not an age; use forms like 30m, 2h, 3d or 1w")
-    return float(m.group(1)) * _UNITS[m.group(2)]
 
 
 def _size(n: int | None) -> str:
@@ -109,7 +98,7 @@ def archive(
             raise InputError(f"--summarizer {summarizer!r}: use auto, extractive or llm")
         settings = build_settings(db=db, profile=profile, out=out)
         selection = Selection(refs=list(sessions or []), select_all=all_,
-                              older_than=parse_age(older_than) if older_than else None,
+                              older_than=parse_age(older_than, "--older-than") if older_than else None,
                               sources=list(source or []), exclude_sources=list(DEFAULT_EXCLUDED_SOURCES))
 
         def ensure_notes(roots: list[str]) -> dict[str, str]:
@@ -126,7 +115,7 @@ def archive(
                 typer.echo(_line(result))
 
         report = run_archive(settings.db, settings.out, selection, home=settings.home, ensure_notes=ensure_notes,
-                             vacuum_into=vacuum_into, prune=prune, dry_run=dry_run, idle=parse_age(idle), via=via,
+                             vacuum_into=vacuum_into, prune=prune, dry_run=dry_run, idle=parse_age(idle, "--idle"), via=via,
                              compression=compression, on_result=echo)
     except DistillError as exc:
         raise _fail(exc) from None

@@ -1,8 +1,7 @@
 """``--since`` and ``--idle`` values: ``yesterday``, ``today``, an age like ``6h``, or an ISO date.
 
-The same rules as ``cli.app.parse_when``, in a module a command group can import: ``cli.app``
-imports the command groups, so a group importing it back is a cycle (``tests/test_layers.py``).
-``cli.app`` can re-export these two once the groups being built beside it have merged.
+One module for every command that reads a time: ``cli.app`` imports the command groups, so a
+group importing the parsers from it would be a cycle (``tests/test_layers.py``).
 """
 
 from __future__ import annotations
