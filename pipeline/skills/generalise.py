@@ -160,6 +160,43 @@ def goal_task(goal: str) -> tuple[str | None, list[str]]:
     return verb, [w for w in obj if w != verb]
 
 
+#: Second-level sub-commands of CLIs that group them (``gh run view``, ``docker compose up``,
+#: ``kubectl get pods``): words that are actions, never values a user typed.
+_SUB_ACTIONS = _wordset("""
+list ls get describe show view status logs log create new delete rm remove edit set run rerun cancel watch
+download upload cp mv sync up down start stop restart exec apply diff merge checkout close reopen comment
+""")
+
+
+def _chain(command: str, prog: str) -> list[str]:
+    """The sub-command words right after ``prog`` in its segment, up to the first flag or value."""
+    chain: list[str] = []
+    for part in re.split(r"\s*(?:&&|\|\||;|\|)\s*", command.strip()):
+        toks = part.split()
+        names = [t.rsplit("/", 1)[-1].lower() for t in toks]
+        if prog not in names:
+            continue
+        # "journalctl -u restic-backup" has none: a flag's value is not an action.
+        for t in toks[names.index(prog) + 1:]:
+            if not re.fullmatch(r"[a-z][a-z0-9_-]{1,24}", t, re.I):
+                break
+            chain.append(t.lower())
+        break
+    return chain
+
+
+def step_signature(command: str) -> str | None:
+    """What makes two commands the same step: program + sub-command, plus a second-level action
+    (``gh run view`` and ``gh run rerun`` are two steps; ``command_signatures`` has both as ``gh run``)."""
+    sigs = command_signatures(command)
+    if not sigs:
+        return None
+    chain = _chain(command, sigs[0].split(" ", 1)[0])
+    if " " in sigs[0] and len(chain) > 1 and chain[0] == sigs[0].split(" ", 1)[1] and chain[1] in _SUB_ACTIONS:
+        return f"{sigs[0]} {chain[1]}"
+    return sigs[0]
+
+
 def command_action(command: str) -> tuple[str | None, list[str]]:
     """(verb, object words) of a command's first segment: ``mkdocs gh-deploy`` → (deploy, [mkdocs]),
     ``gh run view 9900`` → (view, [gh, run]). The program is always part of the object."""
@@ -167,24 +204,19 @@ def command_action(command: str) -> tuple[str | None, list[str]]:
     if not sigs:
         return None, []
     prog = sigs[0].split(" ", 1)[0]
-    chain: list[str] = []
-    for part in re.split(r"\s*(?:&&|\|\||;|\|)\s*", command.strip()):
-        toks = part.split()
-        names = [t.rsplit("/", 1)[-1].lower() for t in toks]
-        if prog not in names:
-            continue
-        # The sub-command chain: words right after the program, up to the first flag or value
-        # ("journalctl -u restic-backup" has none: a flag's value is not an action).
-        for t in toks[names.index(prog) + 1:]:
-            if not re.fullmatch(r"[a-z][a-z0-9_-]{1,24}", t, re.I):
-                break
-            chain.append(t.lower())
-        break
+    chain = _chain(command, prog)
     for k, w in enumerate(chain[:3]):
         for part in w.split("-"):
             if part in TASK_VERBS:
                 return part, [prog, *[x for x in chain[:k] if x != part]]
     return None, [prog, *chain[:1]]
+
+
+#: Command-line tools that serve every kind of task: naming a skill after them says nothing.
+_GENERIC_PROGRAMS = _wordset("""
+gh glab git hub docker podman kubectl helm npm pnpm yarn npx pip pip3 uv poetry python python3 node bun deno cargo
+go make cmake bash sh zsh curl wget ssh scp rsync sudo systemctl journalctl brew apt apt-get dnf aws az gcloud
+""")
 
 
 def _ascii(words: Iterable[str]) -> list[str]:
@@ -219,10 +251,11 @@ def task_words(members: Sequence[Evidence], commands: Sequence[str] = ()) -> tup
         if cands:
             counted = Counter(cands)
             obj = list(max(counted, key=lambda o: (counted[o], -cands.index(o))))
-        if verb in cmd_verbs:
-            # The goal's verb is also a command's action: the program is the tool of the task
-            # ("deploy the docs site" + "mkdocs gh-deploy" → deploy mkdocs site).
-            prog = next(o[0] for v, o in actions if v == verb and o)
+        prog = next((o[0] for v, o in actions if v == verb and o), None)
+        if prog is not None and (prog not in _GENERIC_PROGRAMS or not obj):
+            # The goal's verb is also a command's action: that program is the tool of the task
+            # ("deploy the docs site" + "mkdocs gh-deploy" → deploy mkdocs site). A general-purpose
+            # CLI is not ("rerun the failed CI jobs" + "gh run rerun" stays rerun failed ci jobs).
             obj = [prog, obj[-1]] if obj and obj[-1] != prog else [prog]
     if not obj:
         act = next(((v, o) for v, o in actions if v), None) or next(((v, o) for v, o in actions if o), None)
@@ -338,7 +371,8 @@ def _placeholder(toks: Sequence[str], i: int, used: set[str]) -> str:
 
 
 def _shape(command: str) -> tuple[tuple[str, ...], int]:
-    return tuple(command_signatures(command)), len(tokens(command))
+    # The step's own signature first: "gh run view 1" and "gh run rerun 1" must not align.
+    return (step_signature(command) or "", *command_signatures(command)[1:]), len(tokens(command))
 
 
 def generalise_commands(commands: Iterable[str]) -> dict[str, str]:
@@ -354,7 +388,7 @@ def generalise_commands(commands: Iterable[str]) -> dict[str, str]:
         groups.setdefault(_shape(cmd), []).append(tokens(cmd))
     varying: dict[tuple[tuple[str, ...], int], set[int]] = {}
     for key, rows in groups.items():
-        if len(rows) < 2 or not key[0]:
+        if len(rows) < 2 or not key[0][0]:
             continue
         varying[key] = {i for i in range(key[1]) if len({r[i] for r in rows}) > 1
                         and not any(r[i].startswith("-") or r[i] in _SEP for r in rows) and i > 0}

@@ -25,6 +25,7 @@ from pipeline.skills.evidence import Evidence, candidate_key, clip
 from pipeline.skills.generalise import (
     generalise_commands,
     placeholders,
+    step_signature,
     task_name,
     task_words,
     whole_sentences,
@@ -119,8 +120,8 @@ def _order_commands(members: Sequence[Evidence],
     for ev in members:
         firsts: dict[str, tuple[int, str]] = {}
         for i, cmd in enumerate(ev.commands):
-            if sigs := command_signatures(cmd):  # the first: a pipe's tail is a filter, not a step
-                firsts.setdefault(sigs[0], (i, general.get(cmd.strip(), cmd.strip())))
+            if sig := step_signature(cmd):  # the first segment's: a pipe's tail is a filter, not a step
+                firsts.setdefault(sig, (i, general.get(cmd.strip(), cmd.strip())))
         total = max(1, len(ev.commands) - 1)
         for sig, (i, cmd) in firsts.items():
             entry = seen.setdefault(sig, {"pos": [], "cmds": Counter(), "ids": []})
