@@ -51,19 +51,34 @@ def real_db(tmp_path: Path) -> Path:
     return db
 
 
-def test_promote_skill_on_a_real_session_names_the_task_and_generalises_the_run_id(tmp_path: Path,
-                                                                                  real_db: Path) -> None:
-    out = tmp_path / "out"
-    proc = run_distill(DEPLOY, "--promote-skill", "--db", str(real_db), "--out", str(out), home=tmp_path)
+@pytest.fixture(scope="module")
+def promoted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], str]:
+    """``distill 20261121_101748_56947a --promote-skill --db … --out …``, once for the three defects."""
+    tmp = tmp_path_factory.mktemp("promote")
+    db, out = tmp / "state.db", tmp / "out"
+    shutil.copy(REAL_DB, db)
+    proc = run_distill(DEPLOY, "--promote-skill", "--db", str(db), "--out", str(out), home=tmp)
     assert proc.returncode == 0, proc.stderr
     (path,) = (out / "skills" / "pending").glob("*/SKILL.md")
-    meta, body = _skill(path)
+    return (path, *_skill(path))
+
+
+def test_promoted_skill_name_and_tags_say_the_task(promoted: tuple[Path, dict[str, Any], str]) -> None:
+    path, meta, _ = promoted
     name, tags = meta["name"], meta["metadata"]["hermes"]["tags"]
     assert name == path.parent.name == "fix-docs-deploy-workflow"
     _assert_names_a_task(name, tags)
+
+
+def test_promoted_steps_generalise_the_run_id(promoted: tuple[Path, dict[str, Any], str]) -> None:
+    _, _, body = promoted
     # The run id varied 18 times in the session: one step with a placeholder, no hard-coded id.
     assert "`gh run view <run-id> --log-failed | tail -40`" in body
     assert not [r for r in RUN_IDS if r in body]
+
+
+def test_promoted_pitfall_is_a_whole_sentence_from_the_evidence(promoted: tuple[Path, dict[str, Any], str]) -> None:
+    _, _, body = promoted
     # The pitfall quotes the error line whole, not its signature.
     pitfalls = body.split("## Pitfalls", 1)[1].split("##", 1)[0]
     assert "“ERROR - Config value 'plugins': The \"mkdocstrings\" plugin is not installed”" in pitfalls
