@@ -93,12 +93,16 @@ def _object_run(tokens: Sequence[str], start: int) -> list[str]:
     while i < len(tokens) and _clean_word(tokens[i]) in _FUNCTION:
         i += 1
     run: list[str] = []
-    for tok in tokens[i:]:
+    for k in range(i, len(tokens)):
+        tok = tokens[k]
         w = _clean_word(tok)
         if tok in _BOUNDARY or not w or w in _FUNCTION or not re.fullmatch(r"[a-z][a-z0-9_+.-]*", w):
             break
-        # A participle after a noun ends the phrase: "parser tests started failing" → "parser tests".
-        if run and re.fullmatch(r"[a-z]{3,}(?:ed|ing)", w):
+        # A participle after a noun ends the phrase: "parser tests started failing" → "parser tests",
+        # "workflow failing on pve2" → "workflow"; "engineering grant" is a noun phrase and stays.
+        nxt = _clean_word(tokens[k + 1]) if k + 1 < len(tokens) else ""
+        if run and (re.fullmatch(r"[a-z]{3,}ed", w) or (re.fullmatch(r"[a-z]{3,}ing", w) and (
+                not nxt or nxt in _FUNCTION or tokens[k + 1] in _BOUNDARY))):
             break
         run.append(w)
     return run[:3] if len(run) <= 3 else run[-3:]
@@ -122,7 +126,7 @@ def _noun_runs(tokens: Sequence[str]) -> list[list[str]]:
 
 
 #: Words after which a verb starts a request: "please fix", "can you fix", "help me fix", "want to fix".
-_LEAD_INS = _wordset("please pls to you me us user and then lets let's just now also first help kindly")
+_LEAD_INS = _wordset("please pls to you me us user and then lets let's just now also first help kindly use")
 
 
 def _imperative(tokens: Sequence[str], i: int) -> bool:
@@ -288,6 +292,10 @@ _PLACEHOLDER = re.compile(r"<[a-z][a-z0-9-]*>")
 #: Flags whose value is named after them; single letters that are conventional everywhere.
 _FLAG_NAMES = {"m": "message", "b": "branch", "t": "tag", "n": "count", "p": "port", "u": "user", "f": "file",
                "o": "output", "c": "config", "r": "requirements", "C": "dir", "e": "env", "i": "input"}
+#: Flags whose numeric value is a size, count or duration the procedure wants, not an identifier.
+_SIZE_FLAG = re.compile(r"^(?:[a-zA-Z]|limit|depth|count|max.*|min.*|timeout|port|size|lines|width|height|retries"
+                        r"|jobs|workers|threads|tail|head|since|until|days|hours|minutes|seconds|interval|level"
+                        r"|verbosity|batch.*|page.*|per-page|top|first|last)$", re.I)
 #: Programs whose numeric arguments are not identifiers (modes, durations, ranges).
 _NUMERIC_ARGS = frozenset({"chmod", "umask", "sleep", "seq", "timeout", "head", "tail", "nice", "ulimit", "exit"})
 
@@ -313,9 +321,11 @@ def _context(toks: Sequence[str], i: int) -> tuple[str | None, str | None, str |
     noun = None
     for t in reversed(seg[1:]):
         w = t.lower()
-        if t.startswith("-") or not re.fullmatch(r"[a-z][a-z0-9_-]{1,24}", w) or w in TASK_VERBS or w == prog:
+        if (t.startswith("-") or not re.fullmatch(r"[a-z][a-z0-9_-]{1,24}", w) or w in TASK_VERBS
+                or w in _SUB_ACTIONS or w == prog):
             continue
-        noun = w
+        # "minsky tasks get 009" → <task-id>: the id of one of them.
+        noun = w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
         break
     return prog, flag, noun
 
@@ -344,7 +354,8 @@ def _looks_like_id(toks: Sequence[str], i: int) -> bool:
     if _UUID.match(value) or _HEX.match(value.lower()):
         return True
     if _INT.match(value) and len(value.lstrip("#")) >= 3:
-        return flag is None or bool(re.search(r"id|run|pr|issue|job|pid|build|number", flag, re.I))
+        # After a flag, a number is an id (--task 009, --run 9900) unless the flag sizes something.
+        return flag is None or not _SIZE_FLAG.search(flag.lstrip("-"))
     return False
 
 
@@ -354,7 +365,9 @@ def _placeholder(toks: Sequence[str], i: int, used: set[str]) -> str:
     _, flag, noun = _context(toks, i)
     if flag is not None and kind not in ("url", "file", "path"):
         key = flag.lstrip("-")
-        name = _FLAG_NAMES.get(key, key.lower()) if len(key) == 1 else key.lower()
+        # "-m" → message; a short flag with a count in it ("grep -A1") names nothing: the value's kind does.
+        name = (_FLAG_NAMES.get(key, key.lower()) if len(key) == 1 else
+                kind if re.fullmatch(r"[A-Za-z]\d+", key) else key.lower())
         name = f"{name}-id" if kind == "id" and not name.endswith("id") else name
     elif kind == "id":
         name = f"{noun}-id" if noun else "id"
