@@ -319,10 +319,12 @@ def _context(toks: Sequence[str], i: int) -> tuple[str | None, str | None, str |
         break
     flag = seg[-1] if seg and seg[-1].startswith("-") and "=" not in seg[-1] and len(seg) > 1 else None
     noun = None
-    for t in reversed(seg[1:]):
+    for n, t in enumerate(reversed(seg[1:])):
         w = t.lower()
+        # The word right before the value is its action ("tasks get 009"), not what it identifies;
+        # further back a sub-action word is the noun ("gh run view 9900" → run).
         if (t.startswith("-") or not re.fullmatch(r"[a-z][a-z0-9_-]{1,24}", w) or w in TASK_VERBS
-                or w in _SUB_ACTIONS or w == prog):
+                or (n == 0 and w in _SUB_ACTIONS) or w == prog):
             continue
         # "minsky tasks get 009" → <task-id>: the id of one of them.
         noun = w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
