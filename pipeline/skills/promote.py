@@ -281,6 +281,8 @@ def propose(settings: Any, *, thresholds: Thresholds | None = None, embedder: An
     notices = [] if notices is None else notices
     evidence = {e.session_id: e for e in load_evidence(settings.out, notices)}
     found = _detect_under(settings, list(evidence.values()), thresholds, embedder)
+    if not found.candidates:
+        notices.append(found.explain())  # an empty nightly run says why, as `skills candidates` does
     results = []
     with contextlib.ExitStack() as stack:
         if client is None and found.candidates:
