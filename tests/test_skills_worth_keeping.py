@@ -238,6 +238,9 @@ def test_values_that_vary_become_named_placeholders() -> None:
     assert general["mkdocs gh-deploy --clean"] == "mkdocs gh-deploy --clean"
     assert general["git checkout 4f2e9a1"] == "git checkout <commit>"
     assert general["minsky tasks get 009 --json"] == "minsky tasks get <task-id> --json"
+    # One user's home is everyone's ~.
+    assert generalise_commands(["cd /Users/edobry/.local/state/minsky && bun test"]) == {
+        "cd /Users/edobry/.local/state/minsky && bun test": "cd ~/.local/state/minsky && bun test"}
     # A value seen once that is no identifier stays: the URL is where this site lives.
     assert general["curl -sI https://ana.github.io/proj/ | head -1"] == "curl -sI https://ana.github.io/proj/ | head -1"
 

@@ -289,6 +289,8 @@ _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{1
 _INT = re.compile(r"^#?\d+$")
 _PATH = re.compile(r"/|^[\w.-]+\.[A-Za-z][\w]{0,5}$")
 _PLACEHOLDER = re.compile(r"<[a-z][a-z0-9-]*>")
+#: One user's home directory in a path: the reader's is another, ``~`` is everyone's.
+_HOME = re.compile(r"(^|=|['\"])(?:/Users|/home)/[^/\s'\"]+(?=/|$|['\"])")
 #: Flags whose value is named after them; single letters that are conventional everywhere.
 _FLAG_NAMES = {"m": "message", "b": "branch", "t": "tag", "n": "count", "p": "port", "u": "user", "f": "file",
                "o": "output", "c": "config", "r": "requirements", "C": "dir", "e": "env", "i": "input"}
@@ -412,7 +414,8 @@ def generalise_commands(commands: Iterable[str]) -> dict[str, str]:
         toks = tokens(cmd)
         vary = varying.get(_shape(cmd), set())
         used = set(_PLACEHOLDER.findall(cmd))
-        new = [(_placeholder(toks, i, used) if i in vary or _looks_like_id(toks, i) else t) for i, t in enumerate(toks)]
+        new = [(_placeholder(toks, i, used) if i in vary or _looks_like_id(toks, i) else _HOME.sub(r"\1~", t))
+               for i, t in enumerate(toks)]
         # Unchanged commands keep their exact text (spacing included): the gate compares verbatim.
         out[cmd] = " ".join(new) if new != toks else cmd
     return out
