@@ -106,6 +106,9 @@ def test_no_candidates_says_why(tmp_path: Path, real_db: Path) -> None:
     report = json.loads(proc.stdout)
     assert report["candidates"] == [] and report["sessions"] == 9
     assert report["closest_pair"]["sessions"] == [m.group(3), m.group(4)]
+    # `skills propose` (what the nightly run does) says the same when it stages nothing.
+    proc = run_distill("skills", "propose", "--out", str(out), "--summarizer", "extractive", home=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == "" and "no candidates among 9 sessions" in proc.stderr
     # An empty output directory says so, instead of an unexplained "no candidates".
     proc = run_distill("skills", "candidates", "--out", str(tmp_path / "empty"), "--lexical-only", home=tmp_path)
     assert "among 0 sessions" in proc.stderr and "distill --all" in proc.stderr
