@@ -201,7 +201,8 @@ def extractive_draft(members: Sequence[Evidence], *, single: bool = False, name:
     # The name says the task: a verb and its object from the goals and commands (generalise.py),
     # never the most frequent words (which were stopwords: "gh-run-been-days").
     verb, obj = task_words(members, commands)
-    task = " ".join([verb, *obj]) if verb and obj else ""
+    # The phrase reaches the description and title: the same gate as every other line.
+    task = (gate.text(" ".join([verb, *obj])) or "") if verb and obj else ""
     fallback = skill_name(sigs[-1:], fallback=f"procedure-{candidate_key(gate.ids)[2:8]}")
     name = name or task_name(members, commands, fallback=fallback)
     # Tags are the nouns of the task and the programs it runs, no function words.
