@@ -56,11 +56,16 @@ def candidates(
         found = find_candidates(_settings(out, profile), thresholds=Thresholds(min_sessions=min_sessions),
                                 embedder=not lexical_only)
         if json_:
-            typer.echo(json.dumps({"embedder": found.embedder,
-                                   "candidates": [c.model_dump(mode="json") for c in found.candidates]}, indent=2))
+            pair = found.closest()
+            typer.echo(json.dumps({
+                "embedder": found.embedder, "candidates": [c.model_dump(mode="json") for c in found.candidates],
+                "sessions": len(found.sessions), "successful": found.successful, "threshold": found.threshold,
+                "min_sessions": found.min_sessions, "largest_group_successful": found.largest,
+                "closest_pair": {"sessions": list(pair[:2]), "similarity": round(pair[2], 4)} if pair else None,
+                "declined": found.declined}, indent=2))
             return
         if not found.candidates:
-            typer.echo(f"no candidates ({found.embedder or 'lexical only'})", err=True)
+            typer.echo(found.explain(), err=True)
         for c in found.candidates:
             typer.echo(f"{c.score:.3f}  {c.name}  ({len(c.sessions)} sessions, cohesion {c.cohesion:.2f})")
             for sid in c.sessions:

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.skills.embeddings import Embedder, cached_embedder, default_embedder
 from pipeline.skills.evidence import Evidence, candidate_key, load_evidence, session_evidence
+from pipeline.skills.generalise import task_name
 from pipeline.skills.lexical import cosine_sparse, lexical_terms, shared_terms, skill_name, tfidf_vectors
 from pipeline.skills.synthesis import synthesize
 
@@ -147,6 +148,45 @@ class Detection:
     clusters: list[list[str]]
     embedder: str | None
     similarity: list[list[float]] = field(default_factory=list)
+    #: What ``explain`` reports when there is no candidate (issue 17: "no candidates" said nothing).
+    sessions: list[str] = field(default_factory=list)
+    successful: int = 0
+    threshold: float = 0.0
+    min_sessions: int = 3
+    largest: int = 0  # successful members of the best-supplied cluster
+    declined: list[str] = field(default_factory=list)
+
+    def closest(self) -> tuple[str, str, float] | None:
+        """The most similar pair of sessions: (id, id, similarity), or None with fewer than two."""
+        best: tuple[str, str, float] | None = None
+        for i, row in enumerate(self.similarity):
+            for j in range(i + 1, len(row)):
+                if best is None or row[j] > best[2]:
+                    best = (self.sessions[i], self.sessions[j], row[j])
+        return best
+
+    def explain(self) -> str:
+        """Why there is no candidate, in numbers: sessions considered, the closest pair against the
+        threshold, and the largest group's successful sessions against ``min_sessions``."""
+        how = self.embedder or "lexical only"
+        n = len(self.sessions)
+        head = f"no candidates among {n} session{'s' * (n != 1)} ({self.successful} successful; {how})"
+        if n == 0:
+            return head + ": nothing is distilled here yet; run `distill --all` first"
+        reasons: list[str] = []
+        if (pair := self.closest()) is None:
+            reasons.append(f"a candidate needs at least {self.min_sessions} successful sessions doing the same task")
+        else:
+            a, b, sim = pair
+            rel = "below" if sim < self.threshold else "at or above"
+            reasons.append(f"the closest pair, {a} and {b}, has similarity {sim:.2f}, {rel} the threshold "
+                           f"{self.threshold:.2f} that groups sessions")
+            if sim >= self.threshold:
+                reasons.append(f"the largest group has {self.largest} successful session{'s' * (self.largest != 1)}, "
+                               f"--min-sessions is {self.min_sessions}")
+        if self.declined:
+            reasons.append(f"{len(self.declined)} declined before: {', '.join(self.declined)}")
+        return head + ": " + "; ".join(reasons)
 
 
 def detect(
@@ -168,18 +208,24 @@ def detect(
     threshold = th.link if emb is not None else th.link_lexical_only
     clusters = agglomerate(sim, threshold)
     candidates: list[Candidate] = []
+    largest = 0
+    refused: list[str] = []
     for group in clusters:
         members = [ev[i] for i in group]
         good = [e for e in members if e.successful]
+        if len(group) > 1:
+            largest = max(largest, len(good))
         if len(good) < th.min_sessions:
             continue
         pairs = [(i, j) for x, i in enumerate(group) for j in group[x + 1:]]
         cohesion = sum(sim[i][j] for i, j in pairs) / len(pairs)
         terms = shared_terms(good)
         key = candidate_key(e.session_id for e in good)
-        name = skill_name(terms[:4], fallback=f"procedure-{key[2:8]}")
+        # Verb + object from the goals and commands; the shared terms only when those name no task.
+        name = task_name(good, fallback=skill_name(terms[:4], fallback=f"procedure-{key[2:8]}"))
         ids = tuple(e.session_id for e in good)
         if declined is not None and declined.is_declined(name, ids):
+            refused.append(name)
             continue
         score = cohesion * (len(good) / len(members)) * (len(good) / (len(good) + 1))
         candidates.append(Candidate(
@@ -187,7 +233,9 @@ def detect(
             others=tuple(e.session_id for e in members if not e.successful), terms=tuple(terms)))
     candidates.sort(key=lambda c: (-c.score, c.key))
     return Detection(candidates=candidates, clusters=[[ev[i].session_id for i in g] for g in clusters],
-                     embedder=emb.name if emb else None, similarity=sim)
+                     embedder=emb.name if emb else None, similarity=sim, sessions=[e.session_id for e in ev],
+                     successful=sum(1 for e in ev if e.successful), threshold=threshold,
+                     min_sessions=th.min_sessions, largest=largest, declined=refused)
 
 
 # =========================================================================== orchestration
@@ -233,13 +281,15 @@ def propose(settings: Any, *, thresholds: Thresholds | None = None, embedder: An
     notices = [] if notices is None else notices
     evidence = {e.session_id: e for e in load_evidence(settings.out, notices)}
     found = _detect_under(settings, list(evidence.values()), thresholds, embedder)
+    if not found.candidates:
+        notices.append(found.explain())  # an empty nightly run says why, as `skills candidates` does
     results = []
     with contextlib.ExitStack() as stack:
         if client is None and found.candidates:
             client = stack.enter_context(_client(settings, notices))
         for cand in found.candidates:
             members = [evidence[s] for s in cand.sessions]
-            draft = synthesize(members, client=client, candidate=cand.key, notices=notices)
+            draft = synthesize(members, client=client, candidate=cand.key, notices=notices, name=cand.name)
             results.append(_store(settings).stage(draft))
     return results
 

@@ -22,7 +22,15 @@ from pydantic import BaseModel, Field
 
 from pipeline.redact import redact
 from pipeline.skills.evidence import Evidence, candidate_key, clip
-from pipeline.skills.lexical import CJK, command_signatures, error_signature, shared_terms, skill_name
+from pipeline.skills.generalise import (
+    generalise_commands,
+    placeholders,
+    step_signature,
+    task_name,
+    task_words,
+    whole_sentences,
+)
+from pipeline.skills.lexical import CJK, command_signatures, error_signature, skill_name
 from pipeline.summarize.shaping import defence
 
 _INJECTION = re.compile(
@@ -101,14 +109,19 @@ def _clean_steps(steps: Sequence[Any], gate: _Gate, *, grounded: bool) -> list[A
     return out
 
 
-def _order_commands(members: Sequence[Evidence]) -> list[tuple[str, str, float, tuple[str, ...]]]:
-    """(signature, representative command, mean relative position, supporting ids), in order."""
+def _order_commands(members: Sequence[Evidence],
+                    general: dict[str, str]) -> list[tuple[str, str, float, tuple[str, ...]]]:
+    """(signature, representative command, mean relative position, supporting ids), in order.
+
+    The representative is the most common *general* form (``general``: see ``generalise_commands``),
+    so ``gh run view 9900`` and ``gh run view 9901`` count as one step, ``gh run view <run-id>``.
+    """
     seen: dict[str, dict[str, Any]] = {}
     for ev in members:
         firsts: dict[str, tuple[int, str]] = {}
         for i, cmd in enumerate(ev.commands):
-            if sigs := command_signatures(cmd):  # the first: a pipe's tail is a filter, not a step
-                firsts.setdefault(sigs[0], (i, cmd.strip()))
+            if sig := step_signature(cmd):  # the first segment's: a pipe's tail is a filter, not a step
+                firsts.setdefault(sig, (i, general.get(cmd.strip(), cmd.strip())))
         total = max(1, len(ev.commands) - 1)
         for sig, (i, cmd) in firsts.items():
             entry = seen.setdefault(sig, {"pos": [], "cmds": Counter(), "ids": []})
@@ -122,51 +135,90 @@ def _order_commands(members: Sequence[Evidence]) -> list[tuple[str, str, float, 
     return sorted(rows, key=lambda r: (r[2], r[0]))
 
 
+def _error_pitfalls(members: Sequence[Evidence], gate: _Gate, need: int) -> list[Any]:
+    """Errors that stopped at least ``need`` sessions, each quoted as whole sentences from the evidence.
+
+    Sessions are matched on the error's signature (volatile parts removed), but the pitfall
+    quotes the error itself: a signature ("error - config value : the plugin is") is no sentence.
+    """
+    from pipeline.skills.store import Pitfall
+
+    # Signatures of fewer than three words ("exit code:") say nothing a reader could act on.
+    texts: dict[str, list[str]] = {}
+    counts: Counter[str] = Counter()
+    for ev in members:
+        mine: dict[str, str] = {}
+        for err in ev.errors:
+            if len((sig := error_signature(err)).split()) >= 3:
+                mine.setdefault(sig, err)
+        for sig, err in mine.items():
+            counts[sig] += 1
+            texts.setdefault(sig, []).append(err)
+    pitfalls = []
+    for sig, c in counts.most_common():
+        if c < need or len(pitfalls) >= 4:
+            continue
+        # The shortest whole quote: the same error without the longest context any one run printed.
+        quotes = sorted({q for t in texts[sig] if (q := whole_sentences(t)) and gate.text(q)}, key=lambda q: (len(q), q))
+        if quotes:
+            pitfalls.append(Pitfall(rule=f"If the output says “{quotes[0]}”, fix that before going on",
+                                    why=f"it stopped {c} of {len(members)} runs of this procedure"))
+    return pitfalls
+
+
 def extractive_draft(members: Sequence[Evidence], *, single: bool = False, name: str | None = None,
                      candidate: str | None = None) -> Any:
     """A skeleton from the deterministic facts: shared commands in order, shared files, shared errors."""
-    from pipeline.skills.store import Pitfall, SkillDraft, Step
+    from pipeline.skills.store import SkillDraft, Step
 
     need = 1 if single else 2
     gate = _Gate(members, need)
+    general = generalise_commands(c for e in members for c in e.commands)
     steps: list[Step] = []
     checks: list[Step] = []
-    for sig, cmd, _pos, ids in _order_commands(members):
+    for sig, cmd, _pos, ids in _order_commands(members, general):
         # A clipped or very long command (heredocs, scripts) is not a step a reader can run.
         if len(ids) < need or len(cmd) > 200 or cmd.endswith("…") or gate.text(cmd) is None:
             continue
         target = checks if _CHECK.search(cmd) and steps else steps
         verb = "Check with" if target is checks else "Run"
-        target.append(Step(text=f"{verb} {sig}", command=cmd, support=ids))
+        values = placeholders(cmd)
+        # In backticks: a bare <run-id> is an HTML tag to a Markdown renderer and would vanish.
+        fill = f", with {' and '.join(f'`{v}`' for v in values)} filled in for this task" if values else ""
+        target.append(Step(text=f"{verb} {sig}{fill}", command=cmd, support=ids))
     files = Counter(f for ev in members for f in dict.fromkeys(ev.files))
     shared = [f for f, c in files.most_common() if c >= need and gate.text(f)][:6]
     if shared:
         at = max(0, len(steps) // 2)
         steps.insert(at, Step(text="Update the files this procedure usually changes: " + ", ".join(shared)))
-    # Signatures of fewer than three words ("exit code:") say nothing a reader could act on.
-    errors = Counter(sig for ev in members for sig in dict.fromkeys(map(error_signature, ev.errors))
-                     if len(sig.split()) >= 3)
-    pitfalls = [Pitfall(rule=f"If the output shows “{sig}”, fix that before going on",
-                        why=f"it stopped {c} of {len(members)} runs of this procedure")
-                for sig, c in errors.most_common(4) if c >= need and gate.text(sig)]
+    pitfalls = _error_pitfalls(members, gate, need)
     if not steps:
         steps = [Step(text="Repeat the approach of the evidence sessions; no shared commands were recorded")]
     if not checks:
         checks = [Step(text="Re-run the last step and confirm it exits with status 0 and reports no errors")]
-    sigs = [s.text.split(" ", 1)[1] for s in steps if s.command][:3]
-    # Words only from identifiers and ASCII goal words: a name or tag must never quote the user.
-    words = [w for w in shared_terms(members, 8, groups="w") if re.fullmatch(r"[a-z][a-z0-9-]{2,}", w)][:4]
-    name = name or skill_name([*(sigs[-1:] or []), *words[:2]], fallback=f"procedure-{candidate_key(gate.ids)[2:8]}")
+    sigs = [s.text.split(" ", 1)[1].split(",", 1)[0] for s in steps if s.command][:3]
+    commands = [s.command for s in [*steps, *checks] if s.command]
+    # The name says the task: a verb and its object from the goals and commands (generalise.py),
+    # never the most frequent words (which were stopwords: "gh-run-been-days").
+    verb, obj = task_words(members, commands)
+    # The phrase reaches the description and title: the same gate as every other line.
+    task = (gate.text(" ".join([verb, *obj])) or "") if verb and obj else ""
+    fallback = skill_name(sigs[-1:], fallback=f"procedure-{candidate_key(gate.ids)[2:8]}")
+    name = name or task_name(members, commands, fallback=fallback)
+    # Tags are the nouns of the task and the programs it runs, no function words.
+    progs = [c.split(" ", 1)[0] for c in sigs]
+    tags = tuple(dict.fromkeys(t for t in (skill_name([w], "") for w in [*obj, *progs]) if t))[:6]
     what = ", ".join(sigs) if sigs else "the shared steps"
     n = len(members)
-    about = f" about {', '.join(words)}" if words else ""
+    use = f"Use to {task} when" if task else "Use when"
     description = (f"Run {what} in order, as done successfully in {n} session{'s' * (n > 1)}. "
-                   f"Use for tasks{about} that repeat this procedure.")
+                   f"{use} a task repeats this procedure.")
     return SkillDraft(
-        name=name, description=clip(description, 1000), title=" → ".join(sigs) or name.replace("-", " "),
-        when_to_use=(f"A task{about} that needs {what}.",),
+        name=name, description=clip(description, 1000),
+        title=task[:1].upper() + task[1:] if task else (" → ".join(sigs) or name.replace("-", " ")),
+        when_to_use=(f"To {task}: a task that needs {what}." if task else f"A task that needs {what}.",),
         procedure=tuple(steps[:15]), pitfalls=tuple(pitfalls), verification=tuple(checks[:4]),
-        evidence=tuple(gate.ids), tags=tuple(words),
+        evidence=tuple(gate.ids), tags=tags,
         source="extractive", needs_review=True, candidate=candidate)
 
 
@@ -248,6 +300,14 @@ def llm_draft(members: Sequence[Evidence], client: Any, *, single: bool = False,
     checks = _clean_steps([Step(text=s.text, command=s.command, support=ids(s.sessions))
                            for i, s in enumerate(out.verification) if ("verification", i) not in drop],
                           gate, grounded=False)
+    # The model copies commands verbatim; values that vary between (or within) the sessions
+    # become placeholders exactly as in the skeleton, so a run id is never hard-coded.
+    general = generalise_commands([*(c for e in members for c in e.commands),
+                                   *(st.command for st in [*proc, *checks] if st.command)])
+    proc = [st.model_copy(update={"command": general.get(st.command.strip(), st.command)}) if st.command else st
+            for st in proc]
+    checks = [st.model_copy(update={"command": general.get(st.command.strip(), st.command)}) if st.command else st
+              for st in checks]
     # Re-running the procedure verifies nothing: a check must be a step of its own.
     ran = {s.command for s in proc if s.command} | {s.text.casefold() for s in proc}
     said = " ".join(s.text for s in proc)
@@ -276,8 +336,11 @@ def llm_draft(members: Sequence[Evidence], client: Any, *, single: bool = False,
 
 
 def synthesize(members: Sequence[Evidence], *, client: Any = None, single: bool = False,
-               candidate: str | None = None, notices: list[str] | None = None) -> Any:
-    """The skill for ``members``: the model's when it survives the checks, else the skeleton."""
+               candidate: str | None = None, notices: list[str] | None = None, name: str | None = None) -> Any:
+    """The skill for ``members``: the model's when it survives the checks, else the skeleton.
+
+    ``name`` (the candidate's) names the skeleton, so the staged skill is the candidate listed.
+    """
     if client is not None:
         try:
             return llm_draft(members, client, single=single, candidate=candidate)
@@ -285,5 +348,5 @@ def synthesize(members: Sequence[Evidence], *, client: Any = None, single: bool 
             if notices is not None:
                 notices.append(f"skill synthesis fell back to the extractive skeleton ({type(exc).__name__}: "
                                f"{str(exc)[:200]})")
-    return extractive_draft(members, single=single, candidate=candidate)
+    return extractive_draft(members, single=single, candidate=candidate, name=name)
 
