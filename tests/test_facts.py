@@ -460,3 +460,16 @@ def test_a_patch_inside_a_string_literal_is_read() -> None:
 def test_copilot_edit_headers_name_the_file() -> None:
     reply = "### [undo.js](file:///home/u/proj/src/undo.js)\n\nFix the buffer.\n\n```js\nlet x = 1\n```"
     assert edited(u("fix undo"), a(reply)) == ["/home/u/proj/src/undo.js"]
+
+
+def test_session_language_ignores_harness_text_in_the_user_role() -> None:
+    """Task notifications and compaction summaries are English written by software, not the user's words."""
+    from pipeline.facts.derive import derive_facts
+    from pipeline.models import Message, Session
+
+    notes = [Message(role="user", content="<task-notification>\n<task-id>b1</task-id>\n" + "The background task "
+                     "finished with output and the status of the work is complete and ready for review. " * 8)
+             for _ in range(5)]
+    msgs = [Message(role="user", content="帮我把登录页面的样式改成深色，按钮放到右边"), *notes,
+            Message(role="assistant", content="好的，已经修改完成。")]
+    assert derive_facts(Session(id="s", source="cli", messages=msgs)).language == "zh"

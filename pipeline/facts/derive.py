@@ -37,6 +37,7 @@ from typing import Any, TypeGuard
 
 from pipeline.facts.lang import session_language
 from pipeline.facts.shell import command_text, normalise_path, shell_file_ops
+from pipeline.facts.turns import typed_by_user
 from pipeline.models import Chunk, Facts, FileAction, FileTouch, Message, Session
 
 COMMAND_TOOLS = frozenset({
@@ -498,7 +499,9 @@ def derive_facts(session: Session, chunks: Sequence[Chunk] | None = None) -> Fac
     models = [session.model] if session.model else []
     models += [u.model for u in session.usage if u.model not in models]
     costs = [u.cost_usd for u in session.usage if u.cost_usd is not None]
-    language = session_language((m.content for m in messages if m.role == "user"),
+    # Only what the user typed: a compaction summary or a stream of task notifications in the user role
+    # is English written by software, and can outweigh a Chinese user's own asks.
+    language = session_language((m.content for m in messages if typed_by_user(m)),
                                 (m.content for m in messages if m.role == "assistant"))
     return Facts(
         files=tuple(file_touches(messages, session.cwd or session.git_repo_root, source=session.source)),
