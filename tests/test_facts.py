@@ -473,3 +473,19 @@ def test_session_language_ignores_harness_text_in_the_user_role() -> None:
     msgs = [Message(role="user", content="帮我把登录页面的样式改成深色，按钮放到右边"), *notes,
             Message(role="assistant", content="好的，已经修改完成。")]
     assert derive_facts(Session(id="s", source="cli", messages=msgs)).language == "zh"
+
+
+def test_command_from_the_result_fence_when_the_export_kept_no_arguments() -> None:
+    """SpecStory v1.5 renders a terminal call as "Tool use: **run_terminal_cmd**" and the command only as the
+    first shell fence of its body: the command, and the files it touches, come from there."""
+    from pipeline.facts.derive import derive_facts
+    from pipeline.models import Message, Session, ToolCall
+
+    msgs = [Message(role="user", content="remove the secrets file from git"),
+            Message(role="assistant", content="", tool_calls=(ToolCall(id="t1", name="run_terminal_cmd", arguments={}),)),
+            Message(role="tool", tool_call_id="t1", content="```bash\ngit mv a.txt b.txt\n```\n\n```\n\n```"),
+            Message(role="assistant", content="", tool_calls=(ToolCall(id="t2", name="read_file", arguments={}),)),
+            Message(role="tool", tool_call_id="t2", content="```bash\nrm -rf /\n```")]
+    facts = derive_facts(Session(id="s", source="specstory", messages=msgs))
+    assert facts.commands == ("git mv a.txt b.txt",)  # a read's body is no command
+    assert facts.output_files == ["b.txt"]

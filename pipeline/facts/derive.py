@@ -244,6 +244,20 @@ def _refused(path: str, output: str) -> bool:
     return bool(tail) and any(tail in line and _REFUSED.search(line) for line in output.splitlines())
 
 
+# An export that keeps no arguments for a terminal call (SpecStory v1.5's "Tool use: **run_terminal_cmd**"
+# line) shows the command as the first shell fence of the result, the output in the fence after it.
+_RESULT_COMMAND = re.compile(r"\A\s*```(?:bash|sh|shell|zsh|powershell|pwsh|cmd)[ \t]*\n(.*?)\n```", re.S)
+
+
+def call_command(args: dict[str, Any] | str, result: Message | None) -> str | None:
+    """The command a command-tool call ran: its arguments, else the shell fence its result opens with."""
+    cmd = command_text(args)
+    if cmd or result is None or (isinstance(args, dict) and args.get("command", args.get("cmd"))):
+        return cmd
+    m = _RESULT_COMMAND.match(result.content)
+    return (m.group(1).strip() or None) if m else None
+
+
 def _has_patch(text: object) -> TypeGuard[str]:
     return isinstance(text, str) and "*** " in text and bool(_PATCH_HEADER.search(_unescaped(text)))
 
@@ -265,7 +279,7 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
             out.add(path, action, name)
         return
     if lname in COMMAND_TOOLS:
-        cmd = command_text(args)
+        cmd = call_command(args, result_msg)
         workdir = args.get("workdir") if isinstance(args, dict) else None
         said = result_msg.content if result_msg else ""
         for path, action, base in shell_file_ops(cmd or "", workdir if isinstance(workdir, str) else None):
@@ -477,12 +491,13 @@ def derive_facts(session: Session, chunks: Sequence[Chunk] | None = None) -> Fac
     """Everything knowable about ``session`` without a model."""
     messages = [m for m in session.messages if not m.is_carrier]
     names = {c.id: c.name for m in messages for c in m.tool_calls if c.id}
+    results = {m.tool_call_id: m for m in messages if m.role == "tool" and m.tool_call_id}
     tools: Counter[str] = Counter()
     commands: dict[str, None] = {}
     for m in messages:
         for call in m.tool_calls if m.role == "assistant" else ():
             tools[call.name] += 1
-            if call.name.lower() in COMMAND_TOOLS and (cmd := command_text(call.arguments)):
+            if call.name.lower() in COMMAND_TOOLS and (cmd := call_command(call.arguments, results.get(call.id or ""))):
                 commands.setdefault(_clip(cmd, MAX_COMMAND) if len(cmd) > MAX_COMMAND else cmd, None)
 
     errors: dict[str, None] = {}

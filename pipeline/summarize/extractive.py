@@ -31,10 +31,9 @@ from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
 
-from pipeline.facts.derive import COMMAND_TOOLS, file_touches, result_failed
+from pipeline.facts.derive import COMMAND_TOOLS, call_command, file_touches, result_failed
 from pipeline.facts.endstate import _DONE, _FAILED, _claims_done, _tool_signal, judge_end_state
 from pipeline.facts.lang import typed_prose
-from pipeline.facts.shell import command_text
 from pipeline.facts.turns import _has_prose, _kind, _live, _prose, _replies, _sentences, _until_closer
 from pipeline.models import (
     NOTE_ERRORS_MAX,
@@ -394,7 +393,7 @@ def _notable_commands(msgs: list[Message], limit: int = 4) -> list[str]:
         for call in m.tool_calls if m.role == "assistant" else ():
             if call.name.lower() not in COMMAND_TOOLS or result_failed(results.get(call.id or "")):
                 continue
-            raw = (command_text(call.arguments) or "").strip()
+            raw = (call_command(call.arguments, results.get(call.id or "")) or "").strip()
             # Scripts (heredocs, several lines, comments, code for an ``exec`` tool) are not one command.
             if not raw or "\n" in raw or "`" in raw or raw.startswith(("#", "const ", "await ", "import ")):
                 continue
