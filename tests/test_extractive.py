@@ -409,3 +409,14 @@ def test_phases_name_the_commands_they_ran_not_the_ones_that_looked_or_failed() 
              *run("c3", "git push --force", "rejected", 1), a("Done: .env is untracked."))
     done = summarise_extractive(s, [], derive_facts(s)).phases[0].done
     assert "Ran: `git rm --cached .env`" in done and "git status" not in done and "--force" not in done
+
+
+def test_a_reply_that_lists_its_changes_keeps_them_in_the_phase() -> None:
+    """A last reply that opens with a plan sentence and then lists what it changed: the listed changes are
+    the phase's substance (they used to be lost behind the first sentence that named an action)."""
+    reply = ("让我修改login.vue文件，使参数格式匹配：\n\n```diff\n- a\n+ b\n```\n\n我们对登录功能进行了几处关键修改：\n\n"
+             "1. **参数格式修正**：\n   - 将表单字段从 `portalUserName` 修改为 `username`，与后端API保持一致\n"
+             "2. **使用AuthService**：\n   - 改用 `AuthService.userLogin()` 替代直接的 `request.post()`，确保路径正确\n")
+    s = sess(u("登录失败了，帮我看看代码并修复"), a(reply))
+    done = summarise_extractive(s, [], derive_facts(s)).phases[0].done
+    assert "改用 `AuthService.userLogin()`" in done and "修改为 `username`" in done

@@ -69,7 +69,7 @@ _ADVICE_OR_PLAN = re.compile(r"\b(?:I'll|I will|let me|let's|we'll|we will|shoul
                              re.I)
 _EMPTY_CODE = re.compile(r"(?<!`)``(?!`)")
 #: Action sentences kept from a phase's replies before its last one (``_done_text``).
-EARLIER_ACTIONS = 4
+EARLIER_ACTIONS = 6
 # A sentence reporting a change, with or without a subject ("Removed the SQS interruptionQueue",
 # "Switched to the lookup table", "已将农历改为查表法", "改用 tooltip").
 _CHANGE_REPORT = re.compile(
@@ -361,9 +361,10 @@ def _done_text(msgs: list[Message], cwd: str | None, lang: str) -> str:
         said = [s for heading, s in sentences
                 if not heading and len(s) >= 12 and (_ACTION.search(s) or _DONE.search(s))][:2]
         said = said or [s for heading, s in sentences if not heading and s][:1] or [s for _, s in sentences if s][:1]
-        # What the agent said it changed on the way ("I removed the interruptionQueue setting"): a
-        # long phase's last reply often says only "done", while the substance was reported earlier.
-        earlier = [" ".join(_MARKUP.sub("", s).split()) for r in _replies(msgs) if r is not replies[-1]
+        # What the agent said it changed ("I removed the interruptionQueue setting", "改用 AuthService.userLogin()"):
+        # a long phase's last reply often says only "done", while the substance was reported earlier, and
+        # a reply that does report its changes lists them after a lead-in sentence.
+        earlier = [" ".join(_MARKUP.sub("", s).split()) for r in _replies(msgs)
                    for s in _sentences(r.content)
                    if not s.startswith("#") and 16 <= len(s) <= 240 and s.count("`") % 2 == 0
                    and _CHANGE_REPORT.search(s) and not _ADVICE_OR_PLAN.search(s)]
