@@ -420,3 +420,28 @@ def test_a_reply_that_lists_its_changes_keeps_them_in_the_phase() -> None:
     s = sess(u("登录失败了，帮我看看代码并修复"), a(reply))
     done = summarise_extractive(s, [], derive_facts(s)).phases[0].done
     assert "改用 `AuthService.userLogin()`" in done and "修改为 `username`" in done
+
+
+def test_extractive_decisions_keep_recommendations_and_drop_words_that_choose_nothing() -> None:
+    review = ("1. I would not use three separate optional media fields. Best shape: `embedding_inputs: "
+              "Sequence[EmbeddingInput] | None`.\n\n**Recommended Shape**\n\n"
+              "Initialize your chosen embedding model before indexing.\n\nCounterfactual 要不要做?我傾向不做,因为成本太高。\n\n"
+              "Q5: \"Why did you choose EKS over self-managed Kubernetes?\"\n\n给 `SelectTrigger` 添加了类，确保选择框显示正常。\n\n"
+              "这样你什么都不用记，它会自动总结。")
+    s = sess(u("review the plan for multimodal documents"), a(review))
+    choices = [d.choice for d in summarise_extractive(s, [], derive_facts(s)).decisions]
+    assert choices == ["I would not use three separate optional media fields.",
+                       "Best shape: `embedding_inputs: Sequence[EmbeddingInput] | None`.",
+                       "Counterfactual 要不要做?我傾向不做,因为成本太高。"]
+    # The LLM's hints are the recorded ones: recommendations are the extractive note's addition.
+    assert not any("I would not use" in d.choice for d in decision_candidates(s.messages))
+
+
+def test_a_long_session_keeps_its_firmest_decisions() -> None:
+    from pipeline.summarize.extractive import MAX_DECISIONS
+
+    weak = [a(f"The parser keeps tokens in a list rather than a tree number {i}.") for i in range(MAX_DECISIONS + 3)]
+    strong = a("We decided to switch to SQLite instead of Postgres because the app has one user.")
+    s = sess(u("build the storage layer"), *weak, strong)
+    decisions = summarise_extractive(s, [], derive_facts(s)).decisions
+    assert len(decisions) == MAX_DECISIONS and decisions[-1].choice.startswith("We decided to switch to SQLite")

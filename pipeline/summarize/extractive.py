@@ -87,13 +87,21 @@ _DECISION = re.compile(
     r"went with|chose|choose|chosen|picked|opted for|opting for|instead\b|rather than|switch(?:ed|ing)? to|"
     r"prefer(?:red|s)?\b|(?:don'?t|do not)\b[^.;]*,\s*use\b)"
     r"|决定|改用|选择|采用|而不是|不用|换成|还是用|不要", re.I)
+#: A recommendation is the decision of a review or an analysis ("I would not use three optional fields",
+#: "Best shape: `embedding_inputs`", "我建议改用…"). Only the extractive note adds these: the LLM's hints
+#: (``decision_candidates`` without ``recommendations``) are part of its recorded prompts.
+_RECOMMEND = re.compile(
+    r"\bI(?:'d| would)(?: not| rather)? (?:use|avoid|keep|go with|recommend|pick|choose|prefer|model|make|split|move)\b"
+    r"|\bI (?:recommend|suggest)\b|\b(?:my )?recommendation(?: is)?\s*[:：]|\brecommended (?:approach|fix|option|shape|path)\b"
+    r"|\b(?:best|safest|simplest) (?:option|approach|shape|fix|choice|path)\s*(?:is\b|[:：])"
+    r"|我(?:建议|建議|推荐|推薦|倾向|傾向)|建议(?:用|使用|采用|改|把|将)|最好(?:用|使用|改用)", re.I)
 _CORRECTION = re.compile(r"^(?:no,\s|actually,?\s)", re.I)
 _REJECTED = (
     re.compile(r"\binstead of\s+(?:using\s+)?([^,.;:!?()]+)", re.I),
     re.compile(r"\brather than\s+(?:using\s+)?([^,.;:!?()]+)", re.I),
     re.compile(r"\b(?:chose|choose|chosen|picked|prefer\w*|going with|went with)\b[^.;]*?\bover\s+([^,.;:!?()]+)",
                re.I),
-    re.compile(r"\b(?:don'?t|do not) use\s+([^,.;:!?()]+)", re.I),
+    re.compile(r"\b(?:don'?t|do not|would not|wouldn'?t) use\s+([^,.;:!?()]+)", re.I),
     re.compile(r"\bswitch(?:ed|ing)? from\s+([^,.;:!?()]+?)\s+to\b", re.I),
     re.compile(r"而不是(?:用|使用)?([^，。；,.;！？]+)"),
     re.compile(r"(?:不用|不要)(?:再)?(?:用|使用)?([^，。；,.;！？]+)"),
@@ -119,10 +127,53 @@ _LEAD_IN = re.compile(r"[:：]\W*$")
 _ADOPTED = re.compile(r"\b(?:decided|went with|switch(?:ed)? to|instead|rather than)\b|决定|改用|采用|换成|而不是", re.I)
 
 
+# Choice words that choose nothing: a UI's "选择框"/"可选择" (a select box, selectable), "什么都不用管" (no need
+# to), "your chosen model" and "can choose from" (instructions), "switch gears" (an idiom).
+_NOT_A_CHOICE = re.compile(
+    r"选择[框器项性题]|可(?:以)?选择|(?:都|也|就)不用|\b(?:your|the|their|a) chosen\b"
+    r"|\b(?:can|could|to|may|might|will|must|should|let [\w/]+) choose\b|\bchooses\b|\bchoose (?:from|between)\b"
+    r"|\bswitch(?:ed|ing)? gears\b", re.I)
+# Not a sentence anyone decided in: a heading (also a bold line), a table row, or data (a JSON list of asks
+# pasted back).
+_NOT_PROSE = re.compile(r"^#|^\*\*[^*]+\*\*[:：]?$|\s\|\s|^[\"',\]\[{}]|\"\s*,\s*\"")
+_UNITS = re.compile(r"[A-Za-z\u00c0-\u024f]{2,}|[\u3400-\u9fff]")
+_CODE_SPAN = re.compile(r"`[^`\n]*`")
+
+
+def _chooses(text: str) -> bool:
+    rest = _NOT_A_CHOICE.sub(" ", text)
+    return bool(_DECISION.search(rest) or _RECOMMEND.search(rest) or _CORRECTION.match(rest))
+
+
 def _firm(choice: str) -> bool:
+    prose = _CODE_SPAN.sub("`…`", choice)  # "Best shape: `X | None`" is no table row
+    # A question asked mid-sentence chooses only if its answer follows ("要不要納入 X?— 我傾向納入");
+    # "Why did you choose EKS over Kubernetes?" asks.
+    if _NOT_PROSE.search(prose) or not _chooses(re.split(r"[?？]", prose)[-1]):
+        return False
+    if len(_UNITS.findall(choice)) < 3:  # a label ("Recommended Shape"), not a sentence
+        return False
     # Hedges count in the choice itself, not in its reason ("use X, because Y might time out").
     return not _TENTATIVE.search(_RATIONALE.sub("", choice)) and (
         not _LEAD_IN.search(choice) or bool(_ADOPTED.search(choice)))
+
+
+#: The most decisions a note lists; a long session has more candidates, so the firmest are kept.
+MAX_DECISIONS = 12
+# A choice that names its verb (decided, switched to, went with, 决定, 改用): firmer than one that only contrasts.
+_STRONG = re.compile(
+    r"\b(?:decided|decide to|chose|opted|went with|going with|picked|switch(?:ed|ing)? to|we'?ll use|let'?s use"
+    r"|recommend\w*)\b|决定|改用|采用|换成|选用|建议|建議|推荐", re.I)
+
+
+def _strongest(decisions: list[Decision], limit: int = MAX_DECISIONS) -> list[Decision]:
+    """At most ``limit`` decisions, in session order: a named choice verb, a reason and a rejected option each
+    make a decision firmer; among equals the earlier stays (the first statement of a choice is its source)."""
+    if len(decisions) <= limit:
+        return decisions
+    score = {id(d): 2 * bool(_STRONG.search(d.choice)) + bool(d.rationale) + bool(d.rejected) for d in decisions}
+    keep = {id(d) for d in sorted(decisions, key=lambda d: -score[id(d)])[:limit]}
+    return [d for d in decisions if id(d) in keep]
 
 
 def _plain(d: Decision) -> Decision:
@@ -211,17 +262,24 @@ def user_asks(messages: Sequence[Message], lang: str | None = None) -> list[str]
 # --------------------------------------------------------------------------- decisions
 
 
-def decision_candidates(messages: Sequence[Message]) -> list[Decision]:
-    """Sentences with explicit choice language (English and Chinese), with rejected options and evidence."""
+def decision_candidates(messages: Sequence[Message], *, recommendations: bool = False) -> list[Decision]:
+    """Sentences with explicit choice language (English and Chinese), with rejected options and evidence.
+
+    With ``recommendations``, a review's recommendations count as well (``_RECOMMEND``).
+    """
     out: dict[str, Decision] = {}
+
+    def chooses(text: str) -> bool:
+        return bool(_DECISION.search(text) or (recommendations and _RECOMMEND.search(text)))
+
     for m in _live(messages):
         if m.role not in ("user", "assistant") or (m.role == "user" and _kind(m) != "ask"):
             continue
-        if m.role == "assistant" and not _DECISION.search(m.content):
+        if m.role == "assistant" and not chooses(m.content):
             continue  # one scan of the reply instead of one per sentence: most replies choose nothing
         for sentence in _sentences(_prose(m.content) if m.role == "user" else m.content):
             correction = m.role == "user" and _CORRECTION.match(sentence)
-            if sentence.endswith(("?", "？")) or not (correction or _DECISION.search(sentence)):
+            if sentence.endswith(("?", "？")) or not (correction or chooses(sentence)):
                 continue
             rejected: list[str] = []
             for pattern in _REJECTED:
@@ -473,7 +531,8 @@ def summarise_extractive(
         title=_clip(session.title, 80) if session.title else _title(goal),
         goal=goal,
         phases=tuple(_phases(session, chunks, lang)),
-        decisions=tuple([_plain(d) for d in decision_candidates(session.messages) if _firm(d.choice)][:12]),
+        decisions=tuple(_strongest([_plain(d) for d in decision_candidates(session.messages, recommendations=True)
+                                    if _firm(d.choice)])),
         output_files=tuple(facts.output_files),
         open_items=tuple(open_items(session)),
         errors=tuple(Problem(error=e) for e in facts.errors[:NOTE_ERRORS_MAX]),
