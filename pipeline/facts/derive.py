@@ -56,14 +56,17 @@ _EDIT_TOOLS = frozenset({
 # argument means. "mcp__fs__write_file", "replace_string_in_file", "insertEditIntoFile" change it;
 # "view", "list", "search" only look. Both need a path argument, so "update_todo_list" touches nothing.
 _CHANGE_VERB = re.compile(r"(?:^|[_.\-]|(?<=[a-z]))(?:write|edit|create|patch|replace|insert|append|save|rename"
-                          r"|modify|update)(?=[_.\-]|[A-Z]|$)", re.I)
+                          r"|modify|update|apply|delete|remove)(?=[_.\-]|[A-Z]|$)", re.I)
 _LOOK_VERB = re.compile(r"(?:^|[_.\-]|(?<=[a-z]))(?:read|view|open|cat|get|list|search|find|grep|glob|stat|show)"
                         r"(?=[_.\-]|[A-Z]|$)", re.I)
 _EDITOR_TOOLS = frozenset({"str_replace_editor", "str_replace_based_edit_tool"})
 #: Patch tools whose patch text may be missing from the arguments: SpecStory exports put the
 #: call's input (the ``*** Begin Patch`` text) in the block body, which the reader makes the result.
 _PATCH_TOOLS = frozenset({"apply_patch", "applypatch"})
-_PATH_KEYS = ("path", "file_path", "target_file", "notebook_path", "filename", "file", "filePath", "targetFile")
+_PATH_KEYS = ("path", "file_path", "target_file", "notebook_path", "filename", "file", "filePath", "targetFile",
+              # other harnesses' spellings (Windsurf's TargetFile, Cursor's target_notebook, MCP filesystem servers)
+              "TargetFile", "target_notebook", "notebookPath", "absolute_path", "AbsolutePath", "relative_path",
+              "relativePath", "filepath", "file_name", "fileName")
 
 MAX_COMMAND = 300
 MAX_ERROR = 200
@@ -101,6 +104,11 @@ class _Touches:
         norm = normalise_path(path, self.cwd, base) if path else None
         if not norm:
             return
+        if action == "deleted":
+            # ``rm -rf src/app/bazi`` also removes the page written there earlier.
+            for under, touch in list(self._by_path.items()):
+                if under.startswith(norm.rstrip("/") + "/") and touch.action != "read":
+                    self._by_path[under] = FileTouch(path=under, action=_merge(touch.action, "deleted"), tool=tool)
         old = self._by_path.get(norm)
         if old is None:
             self._by_path[norm] = FileTouch(path=norm, action=action, tool=tool)
@@ -262,29 +270,49 @@ def _has_patch(text: object) -> TypeGuard[str]:
     return isinstance(text, str) and "*** " in text and bool(_PATCH_HEADER.search(_unescaped(text)))
 
 
+def _strings(value: object) -> list[str]:
+    """Every string inside a tool's arguments (argv lists and nested objects included)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
 def _arg_path(args: dict[str, Any]) -> str | None:
     return next((args[k] for k in _PATH_KEYS if isinstance(args.get(k), str) and args[k]), None)
 
 
 def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | None, out: _Touches) -> None:
     lname = name.lower()
-    if result_failed(result_msg) and lname not in COMMAND_TOOLS:
+    failed = result_failed(result_msg)
+    if failed and lname not in COMMAND_TOOLS:
         return  # a failed write or edit changed nothing
     result = parse_result(result_msg)
     patch = args if isinstance(args, str) else args.get("patch") or args.get("input")
     if lname in _PATCH_TOOLS and not _has_patch(patch) and result_msg is not None:
         patch = result_msg.content
+    if not _has_patch(patch) and not isinstance(args, str):
+        # apply_patch run through a shell tool: ``["apply_patch", "*** Begin Patch…"]``, ``apply_patch <<'EOF'``,
+        # ``bash -lc "apply_patch <<…"`` or a script's ``const patch = "…"``: the patch is one of the strings.
+        patch = next((v for v in _strings(args) if _has_patch(v)), patch)
     if _has_patch(patch):
+        if failed:
+            return  # the patch did not apply
+
         for path, action in _patch_ops(patch):
             out.add(path, action, name)
         return
     if lname in COMMAND_TOOLS:
         cmd = call_command(args, result_msg)
         workdir = args.get("workdir") if isinstance(args, dict) else None
+        base = workdir if isinstance(workdir, str) else None
         said = result_msg.content if result_msg else ""
-        for path, action, base in shell_file_ops(cmd or "", workdir if isinstance(workdir, str) else None):
+        for path, action, op_base in shell_file_ops(cmd or "", base):
             if not _refused(path, said):
-                out.add(path, action, name, base)
+                out.add(path, action, name, op_base)
         return
     if isinstance(args, str):
         return
@@ -303,7 +331,8 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
         action = "modified"
     elif path and not _LOOK_VERB.search(name):
         words = name.split("__")[-1]  # MCP tools are "mcp__<server>__<tool>"
-        action = ("created" if re.search(r"create|write|save", words, re.I) else "modified") \
+        action = ("deleted" if re.search(r"delete|remove", words, re.I) else
+                  "created" if re.search(r"create|write|save", words, re.I) else "modified") \
             if _CHANGE_VERB.search(words) else None
     if action:
         out.add(path, action, name)
@@ -321,13 +350,40 @@ def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source:
     prose = source in _PROSE_EDIT_SOURCES and not any(
         c.name.lower() in _CHANGE_TOOLS for m in messages for c in m.tool_calls)
     edits = _ProseEdits() if prose else None
+    skill_dirs: dict[str, str] = {}
     for m in messages:
         if edits is not None:
             for path in edits.feed(m, [t.path for t in out.result()]):
                 out.add(path, "modified", "edit_block")
         for call in m.tool_calls if m.role == "assistant" else ():
-            _call_touches(call.name, call.arguments, results.get(call.id) if call.id else None, out)
+            result = results.get(call.id) if call.id else None
+            if (stated := parse_result(result)) and isinstance(stated.get("skill_dir"), str) and stated.get("name"):
+                skill_dirs[str(stated["name"])] = stated["skill_dir"]
+            if call.name.lower() == "skill_manage":
+                _skill_touch(call.arguments, result, skill_dirs, out)
+            else:
+                _call_touches(call.name, call.arguments, result, out)
     return out.result()
+
+
+#: Hermes ``skill_manage`` actions that write a skill's files (``view``/``list``/``delete`` do not produce one).
+_SKILL_WRITES = frozenset({"create", "edit", "patch", "write_file", "update"})
+
+
+def _skill_touch(args: dict[str, Any] | str, result: Message | None, skill_dirs: dict[str, str], out: _Touches) -> None:
+    """Hermes ``skill_manage``: a skill is a folder ``<skills>/<category>/<name>/`` around ``SKILL.md``. Its folder
+    is known from a ``skill_view`` result (``skill_dir``) or, on create, from the category; otherwise the file
+    is not listed (``~/.hermes/skills/<name>`` without the category would name a path that does not exist)."""
+    if not isinstance(args, dict) or result_failed(result) or str(args.get("action")) not in _SKILL_WRITES:
+        return
+    name = str(args.get("name") or "")
+    folder = skill_dirs.get(name)
+    if folder is None and name and isinstance(args.get("category"), str) and args["category"]:
+        folder = f"~/.hermes/skills/{args['category']}/{name}"
+    if folder:
+        rel = args.get("file_path") if isinstance(args.get("file_path"), str) and args["file_path"] else "SKILL.md"
+        out.add(f"{folder.rstrip('/')}/{rel}", "created" if args.get("action") == "create" else "modified",
+                "skill_manage")
 
 
 # --------------------------------------------------------------------------- edits shown only as prose

@@ -428,6 +428,7 @@ def _done_text(msgs: list[Message], cwd: str | None, lang: str) -> str:
                    and _CHANGE_REPORT.search(s) and not _ADVICE_OR_PLAN.search(s)]
         said = [*list(dict.fromkeys(e for e in earlier if e not in said))[-EARLIER_ACTIONS:], *said]
     changed = [t.path for t in file_touches(msgs, cwd) if t.action not in ("read", "deleted") and not is_scratch(t.path)]
+    changed = [p for p in changed if not p.startswith(("/", "~")) or _quoted(p, msgs)]
     sep = "、" if lang == "zh" else ", "
     if changed:
         said.append(_LABELS.get(lang, _LABELS["en"])["files"] + sep.join(changed[:8]))
@@ -438,6 +439,13 @@ def _done_text(msgs: list[Message], cwd: str | None, lang: str) -> str:
             f"`{c}`" if len(c) <= 100 else f"`{c[:99].rstrip()}`…" for c in ran))
     # An empty code span ("in ``.", a link the export dropped) would pair the wrong backticks.
     return _clip(_EMPTY_CODE.sub("", " ".join(said)), 600)
+
+
+def _quoted(path: str, msgs: list[Message]) -> bool:
+    """Whether the session wrote ``path`` out. An absolute path facts composed (a Hermes skill's folder from
+    ``skill_view`` plus ``SKILL.md``) is listed under the note's output files; the phase's prose quotes
+    only what the session said."""
+    return any(path in m.content or any(path in str(c.arguments) for c in m.tool_calls) for m in msgs)
 
 
 def _notable_commands(msgs: list[Message], limit: int = 4) -> list[str]:
