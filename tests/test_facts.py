@@ -312,6 +312,16 @@ def test_prose_edits_only_for_exports_without_edit_tool_calls() -> None:
     assert edited(u("x"), reply, call("w", "Write", {"file_path": "b.py"}), result("w", "File created")) == ["b.py"]
 
 
+def test_cursor_edit_blocks_with_elided_code_are_edits() -> None:
+    """Cursor's edit_file renders the change as code with "// ... existing code ..." for what it kept; a v0/v1
+    export shows that as a plain fence, named by the paragraph that announces it."""
+    block = "```tsx\nimport { Sheet } from '@/components/ui/sheet'\n\n// ... existing code ...\n<Sheet />\n```"
+    assert edited(u("x"), a(f"I'll update `src/components/settings-panel.tsx` to use a Sheet:\n\n{block}")) == [
+        "src/components/settings-panel.tsx"]
+    assert edited(u("x"), a(f"You can change `src/app.tsx` like this:\n\n{block}")) == []  # advice
+    assert edited(u("x"), a("Update `src/app.tsx`:\n\n```tsx\n<Sheet />\n```")) == []  # a snippet, not an edit
+
+
 def test_real_specstory_exports() -> None:
     from pipeline.read.detect import read_sessions
     from tests.corpus import corpus_file

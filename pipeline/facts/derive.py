@@ -441,11 +441,11 @@ def _reply_edits(text: str, known: Sequence[str], reads: Sequence[str]) -> list[
         lead = text[blocks[i - 1].end() if i else 0:b.start()]
         if m := _TAGGED.match(tag):
             paths.append(m.group(1))
-        elif tag.lower() not in ("diff", "patch") or not re.search(r"^[+-](?![+-]{2})", body, re.M):
+        elif not _is_edit(b):
             paths.append(None)
         elif h := _DIFF_HEADER.search(body):
             paths.append(None if h.group(1) == "/dev/null" else h.group(1))
-        elif not lead.strip() and i and paths[-1] is not None and _is_diff(blocks[i - 1]):
+        elif not lead.strip() and i and paths[-1] is not None and _is_edit(blocks[i - 1]):
             paths.append(paths[-1])  # a diff straight after a diff continues the same file
         else:
             lead = _last_paragraph(lead)
@@ -453,10 +453,10 @@ def _reply_edits(text: str, known: Sequence[str], reads: Sequence[str]) -> list[
             paths.append(_named_file(lead, known) if ok else None)
     # Diffs still unnamed: the claim right after a run of them ("已完成对 `X.kt` 的重构"), else the files
     # read in this turn, one per diff in order, when the counts agree exactly.
-    open_ = [i for i, b in enumerate(blocks) if paths[i] is None and _is_diff(b)]
+    open_ = [i for i, b in enumerate(blocks) if paths[i] is None and _is_edit(b)]
     for i in open_:
         j = i
-        while j + 1 < len(blocks) and _is_diff(blocks[j + 1]) and not text[blocks[j].end():blocks[j + 1].start()].strip():
+        while j + 1 < len(blocks) and _is_edit(blocks[j + 1]) and not text[blocks[j].end():blocks[j + 1].start()].strip():
             j += 1
         after = text[blocks[j].end():blocks[j + 1].start() if j + 1 < len(blocks) else len(text)].strip()
         after = re.split(r"\n\s*\n", after, maxsplit=1)[0]
@@ -475,6 +475,16 @@ def _reply_edits(text: str, known: Sequence[str], reads: Sequence[str]) -> list[
 def _is_diff(block: re.Match[str]) -> bool:
     return block.group(1).strip().lower() in ("diff", "patch") and bool(
         re.search(r"^[+-](?![+-]{2})", block.group(2), re.M))
+
+
+# Cursor's edit_file shows the change as the file's code with the untouched parts elided by this marker
+# ("// ... existing code ...", "# ...existing code..."); SpecStory v0/v1 export that block as a plain fence.
+_EXISTING_CODE = re.compile(r"^\s*(?://|#|--|/\*|<!--|;)\s*\.\.\.\s*existing code\s*\.\.\.", re.M | re.I)
+
+
+def _is_edit(block: re.Match[str]) -> bool:
+    """A block that shows an applied edit: a diff with changed lines, or a Cursor edit with elided code."""
+    return _is_diff(block) or bool(_EXISTING_CODE.search(block.group(2)))
 
 
 _EDIT_HEADER = re.compile(r"^#{2,4} \[[^\]\n]+\]\((file://[^)\s]+)\)\s*$", re.M)
