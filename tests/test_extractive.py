@@ -445,3 +445,14 @@ def test_a_long_session_keeps_its_firmest_decisions() -> None:
     s = sess(u("build the storage layer"), *weak, strong)
     decisions = summarise_extractive(s, [], derive_facts(s)).decisions
     assert len(decisions) == MAX_DECISIONS and decisions[-1].choice.startswith("We decided to switch to SQLite")
+
+
+def test_a_change_made_for_a_stated_reason_is_a_decision() -> None:
+    reply = ("问题很明确了。`common`模块是一个库模块，不应该使用Spring Boot Maven插件进行打包，因为它没有主类。\n\n"
+             "The mock is not used, likely because `promisify(exec)` runs at import.\n\n"
+             "My delete call failed because I used a host path.\n\n"
+             "Moving the commands import inside main() to avoid the circular import.")
+    s = sess(u("mvn install fails in common"), a(reply))
+    choices = [d.choice for d in summarise_extractive(s, [], derive_facts(s)).decisions]
+    assert choices == ["`common`模块是一个库模块，不应该使用Spring Boot Maven插件进行打包，因为它没有主类。",
+                       "Moving the commands import inside main() to avoid the circular import."]

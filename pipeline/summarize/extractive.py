@@ -95,6 +95,24 @@ _RECOMMEND = re.compile(
     r"|\bI (?:recommend|suggest)\b|\b(?:my )?recommendation(?: is)?\s*[:：]|\brecommended (?:approach|fix|option|shape|path)\b"
     r"|\b(?:best|safest|simplest) (?:option|approach|shape|fix|choice|path)\s*(?:is\b|[:：])"
     r"|我(?:建议|建議|推荐|推薦|倾向|傾向)|建议(?:用|使用|采用|改|把|将)|最好(?:用|使用|改用)", re.I)
+#: A change made for a stated reason is a choice too ("移除Spring Boot Maven插件，因为common是一个库模块", "moving the
+#: import inside main() to avoid the circular import"): a change verb and a reason in one sentence, not a guess or
+#: a failure's post-mortem ("likely because", "failed because I used a host path"). "since" is left out: it
+#: explains far more often than it decides ("the replace() call is a no-op since the lexer changed").
+_REASON = re.compile(r"\b(?:because|so that|to avoid|to prevent)\b|因为|由于|以便|为了|避免|以免", re.I)
+_REASON_CHANGE = re.compile(
+    r"\b(?:using|used|switch(?:ed|ing)|mov(?:ed|ing)|remov(?:ed|ing)|replac(?:ed|ing)|skipp(?:ed|ing)|dropp(?:ed|ing)"
+    r"|disabl(?:ed|ing)|renam(?:ed|ing)|splitting|pinn(?:ed|ing)|revert(?:ed|ing)|exclud(?:ed|ing)|downgrad(?:ed|ing)"
+    r"|wrapp(?:ed|ing))\b|^(?:use|switch|move|remove|replace|skip|drop|disable|rename|split|pin|revert|exclude|wrap)\b"
+    r"|\b(?:I'll|I will|we'll|we will|let's|let me)\s+(?:use|switch|move|remove|replace|skip|drop|disable|rename|split"
+    r"|pin|revert|exclude|wrap)\b|移除|删除|改为|改用|改成|跳过|去掉|替换|禁用|拆分|降级|不应|不需要|换成", re.I)
+_GUESS = re.compile(r"\b(?:likely|probably|perhaps|maybe|seems?|fail\w*|error\w*)\b|可能|似乎|失败|报错", re.I)
+
+
+def _reasoned(sentence: str) -> bool:
+    return bool(_REASON.search(sentence) and _REASON_CHANGE.search(sentence) and not _GUESS.search(sentence))
+
+
 _CORRECTION = re.compile(r"^(?:no,\s|actually,?\s)", re.I)
 _REJECTED = (
     re.compile(r"\binstead of\s+(?:using\s+)?([^,.;:!?()]+)", re.I),
@@ -142,7 +160,7 @@ _CODE_SPAN = re.compile(r"`[^`\n]*`")
 
 def _chooses(text: str) -> bool:
     rest = _NOT_A_CHOICE.sub(" ", text)
-    return bool(_DECISION.search(rest) or _RECOMMEND.search(rest) or _CORRECTION.match(rest))
+    return bool(_DECISION.search(rest) or _RECOMMEND.search(rest) or _reasoned(rest) or _CORRECTION.match(rest))
 
 
 def _firm(choice: str) -> bool:
@@ -270,12 +288,15 @@ def decision_candidates(messages: Sequence[Message], *, recommendations: bool = 
     out: dict[str, Decision] = {}
 
     def chooses(text: str) -> bool:
-        return bool(_DECISION.search(text) or (recommendations and _RECOMMEND.search(text)))
+        return bool(_DECISION.search(text) or (recommendations and (_RECOMMEND.search(text) or _reasoned(text))))
+
+    def may_choose(text: str) -> bool:  # the whole reply: any sentence of it may be the reasoned one
+        return bool(_DECISION.search(text) or (recommendations and (_RECOMMEND.search(text) or _REASON.search(text))))
 
     for m in _live(messages):
         if m.role not in ("user", "assistant") or (m.role == "user" and _kind(m) != "ask"):
             continue
-        if m.role == "assistant" and not chooses(m.content):
+        if m.role == "assistant" and not may_choose(m.content):
             continue  # one scan of the reply instead of one per sentence: most replies choose nothing
         for sentence in _sentences(_prose(m.content) if m.role == "user" else m.content):
             correction = m.role == "user" and _CORRECTION.match(sentence)
