@@ -456,3 +456,11 @@ def test_a_change_made_for_a_stated_reason_is_a_decision() -> None:
     choices = [d.choice for d in summarise_extractive(s, [], derive_facts(s)).decisions]
     assert choices == ["`common`模块是一个库模块，不应该使用Spring Boot Maven插件进行打包，因为它没有主类。",
                        "Moving the commands import inside main() to avoid the circular import."]
+
+
+def test_decisions_in_portuguese_and_russian() -> None:
+    reply = ("Decidi usar `git rm --cached .env` em vez de reescrever o histórico, porque o repositório é privado.\n\n"
+             "Рекомендую вызывать injectText только по событию release, вместо повторного вызова.")
+    s = sess(u("me ajude a resolver o push bloqueado"), a(reply))
+    decisions = summarise_extractive(s, [], derive_facts(s)).decisions
+    assert [d.rejected for d in decisions] == [("reescrever o histórico",), ("повторного вызова",)]

@@ -95,6 +95,14 @@ _RECOMMEND = re.compile(
     r"|\bI (?:recommend|suggest)\b|\b(?:my )?recommendation(?: is)?\s*[:：]|\brecommended (?:approach|fix|option|shape|path)\b"
     r"|\b(?:best|safest|simplest) (?:option|approach|shape|fix|choice|path)\s*(?:is\b|[:：])"
     r"|我(?:建议|建議|推荐|推薦|倾向|傾向)|建议(?:用|使用|采用|改|把|将)|最好(?:用|使用|改用)", re.I)
+#: Choice words in the other languages sessions are held in (Portuguese, Spanish, French, German, Russian): the
+#: note quotes the session, so its decisions are found in the session's own words.
+_DECISION_OTHER = re.compile(
+    r"\b(?:decid(?:i|imos|iu|í|ió|ido)|opt(?:ei|amos|ou|é)|escolh(?:i|emos|eu)|eleg(?:í|imos)|em vez de|ao inv[ée]s de"
+    r"|en (?:lugar|vez) de|vamos usar|vou usar|mudei para|troquei|recomendo|recomiendo|j'ai choisi|au lieu de"
+    r"|je recommande|stattdessen|entschieden|empfehle)\b"
+    r"|(?<![А-Яа-яЁё])(?:решил[аи]?|решено|выбрал[аи]?|вместо|рекомендую|рекомендуется|предлагаю|лучше использовать)"
+    r"(?![А-Яа-яЁё])", re.I)
 #: A change made for a stated reason is a choice too ("移除Spring Boot Maven插件，因为common是一个库模块", "moving the
 #: import inside main() to avoid the circular import"): a change verb and a reason in one sentence, not a guess or
 #: a failure's post-mortem ("likely because", "failed because I used a host path"). "since" is left out: it
@@ -121,6 +129,8 @@ _REJECTED = (
                re.I),
     re.compile(r"\b(?:don'?t|do not|would not|wouldn'?t) use\s+([^,.;:!?()]+)", re.I),
     re.compile(r"\bswitch(?:ed|ing)? from\s+([^,.;:!?()]+?)\s+to\b", re.I),
+    re.compile(r"\b(?:em vez de|ao inv[ée]s de|en (?:lugar|vez) de|au lieu de)\s+([^,.;:!?()]+)", re.I),
+    re.compile(r"(?<![А-Яа-яЁё])вместо\s+([^,.;:!?()]+)", re.I),
     re.compile(r"而不是(?:用|使用)?([^，。；,.;！？]+)"),
     re.compile(r"(?:不用|不要)(?:再)?(?:用|使用)?([^，。；,.;！？]+)"),
     re.compile(r"把([^，。；,.;！？]+?)(?:换成|改成)"),
@@ -154,13 +164,14 @@ _NOT_A_CHOICE = re.compile(
 # Not a sentence anyone decided in: a heading (also a bold line), a table row, or data (a JSON list of asks
 # pasted back).
 _NOT_PROSE = re.compile(r"^#|^\*\*[^*]+\*\*[:：]?$|\s\|\s|^[\"',\]\[{}]|\"\s*,\s*\"")
-_UNITS = re.compile(r"[A-Za-z\u00c0-\u024f]{2,}|[\u3400-\u9fff]")
+_UNITS = re.compile(r"[\u3400-\u9fff]|[^\W\d_\u3400-\u9fff]{2,}")  # a CJK character or a word in any other script
 _CODE_SPAN = re.compile(r"`[^`\n]*`")
 
 
 def _chooses(text: str) -> bool:
     rest = _NOT_A_CHOICE.sub(" ", text)
-    return bool(_DECISION.search(rest) or _RECOMMEND.search(rest) or _reasoned(rest) or _CORRECTION.match(rest))
+    return bool(_DECISION.search(rest) or _RECOMMEND.search(rest) or _DECISION_OTHER.search(rest) or _reasoned(rest)
+                or _CORRECTION.match(rest))
 
 
 def _firm(choice: str) -> bool:
@@ -288,10 +299,12 @@ def decision_candidates(messages: Sequence[Message], *, recommendations: bool = 
     out: dict[str, Decision] = {}
 
     def chooses(text: str) -> bool:
-        return bool(_DECISION.search(text) or (recommendations and (_RECOMMEND.search(text) or _reasoned(text))))
+        return bool(_DECISION.search(text) or (recommendations and (
+            _RECOMMEND.search(text) or _DECISION_OTHER.search(text) or _reasoned(text))))
 
     def may_choose(text: str) -> bool:  # the whole reply: any sentence of it may be the reasoned one
-        return bool(_DECISION.search(text) or (recommendations and (_RECOMMEND.search(text) or _REASON.search(text))))
+        return bool(_DECISION.search(text) or (recommendations and (
+            _RECOMMEND.search(text) or _DECISION_OTHER.search(text) or _REASON.search(text))))
 
     for m in _live(messages):
         if m.role not in ("user", "assistant") or (m.role == "user" and _kind(m) != "ask"):
