@@ -39,10 +39,12 @@ TEST_GATES: dict[str, Gate] = {
 #: Regression floors on the dev part: measured, raised when the pipeline improves, never lowered silently.
 #: Re-measured 2026-12-03 when the dev part grew from 21 to 37 sessions (16 long, multi-format real
 #: sessions with gold written from their transcripts); on the first 21 the numbers are unchanged.
+#: Raised the same evening by the quality round (branch ``quality``): file precision 0.9333, recall 0.867,
+#: decision recall 0.751, end state 0.8919, language 1.00 (from 0.9279, 0.855, 0.6396, 0.8919, 0.973).
 #: One dev session is a known false success (``KNOWN_DEV_FALSE_SUCCESSES``).
 DEV_FLOORS: dict[str, Gate] = {
-    "extractive": Gate(file_recall=0.85, file_precision=0.92, decision_recall=0.63, end_state_correct=0.89,
-                       language_match=0.97, false_success_max=1),
+    "extractive": Gate(file_recall=0.86, file_precision=0.93, decision_recall=0.75, end_state_correct=0.89,
+                       language_match=1.0, false_success_max=1),
     LOCAL_LLM: Gate(file_recall=0.9, decision_recall=0.65, end_state_correct=1.0, language_match=1.0),
 }
 #: doc-processor-langgraph-design: a user-driven plan of six blocks; the last turn (block 5) was applied

@@ -31,9 +31,12 @@ from pipeline.models import SessionSummary
 
 # Measured 2026-12-03 on the 37 dev sessions (21 + 16 added with this change): 0.6396 since phases name the
 # commands they ran, earlier change reports and cover the whole session (0.50 before on the same 37).
-EXTRACTIVE_DECISION_RECALL_FLOOR = 0.63
-# Measured 2026-12-03 on the 37 dev sessions (recall 0.85): keeps recall from being bought by guessing.
-EXTRACTIVE_FILE_PRECISION_FLOOR = 0.92
+# 0.751 after the quality round: a reply's own change list, a review's recommendations, changes made for a
+# stated reason and choice words in pt/es/fr/de/ru count; words that choose nothing (选择框, your chosen) do not.
+EXTRACTIVE_DECISION_RECALL_FLOOR = 0.75
+# Measured 2026-12-03 on the 37 dev sessions (recall 0.85; 0.9333 / 0.867 after the quality round): keeps
+# recall from being bought by guessing.
+EXTRACTIVE_FILE_PRECISION_FLOOR = 0.93
 LOCAL_LLM_MODEL = "openai/qwen2.5-coder-1.5b-instruct"
 LOCAL_LLM = f"llm:{LOCAL_LLM_MODEL}"
 # Recorded 2026-12-02 against the real local model (chunk calls + a reduce call + judge calls per session).
@@ -70,9 +73,10 @@ LOCAL_LLM_KNOWN_WRONG_LANGUAGE_FALLBACKS = {"hermes-image-gen-ui-research-zh", "
 # decisions), 0.7381 on LOCAL_LLM_FIRST_CASES (the floor set when only those were recorded).
 LOCAL_LLM_DECISION_RECALL_FLOOR = 0.65
 LOCAL_LLM_FIRST_CASES_DECISION_RECALL_FLOOR = 0.73
-# The extractive summariser on the same sessions: 0.5455 on LOCAL_LLM_CASES on 2026-12-02; 0.7273 on
-# 2026-12-03 after the decision rules of the trust work, now above the embedded model's 0.6515.
-EXTRACTIVE_SUBSET_DECISION_RECALL = 0.72
+# The extractive summariser on the same sessions: 0.5455 on LOCAL_LLM_CASES, 0.5476 on the first seven when they were
+# recorded; 0.9242 and 0.9286 after the quality round (2026-12-03), now above the local model (0.697 over its
+# subset, where the two language-guard fallbacks score the extractive summary).
+EXTRACTIVE_SUBSET_DECISION_RECALL = 0.92
 
 
 @pytest.fixture(scope="module")
@@ -162,8 +166,8 @@ def test_extractive_meets_the_dev_floors(run: EvalRun) -> None:
 
 
 def test_output_file_recall(run: EvalRun) -> None:
-    """1.00 on dev since 2026-12-02 (0.54 before: SpecStory apply_patch bodies, ```lang:path fences and
-    bare diff fences named in prose were not read)."""
+    """At the dev floor (0.867 on 37 sessions: the misses are SpecStory v0/v1 and Copilot exports whose edits
+    name no file at all; 1.00 on the first 21 since 2026-12-02)."""
     t = _dev(run, "extractive")
     assert t["file_recall"] >= gates.DEV_FLOORS["extractive"].file_recall, [
         (r.case, r.values["files_missed"]) for r in _ok(run, "extractive", "dev") if r.values["files_missed"]]
@@ -178,8 +182,8 @@ def test_end_state_correct(run: EvalRun) -> None:
 
 
 def test_language_match(run: EvalRun) -> None:
-    """The tag and the prose's script, at the dev floor (0.97: mozgoslav's user typed Russian around a pasted
-    English context, and the English paste outweighs it)."""
+    """The tag and the prose's script, at the dev floor (1.00 since the quality round: mozgoslav's user types
+    Russian around a pasted English prompt, and a non-Latin script framing most user messages now decides)."""
     bad = [(r.case, r.values["language"]) for r in _ok(run, "extractive", "dev") if not r.values["language_match"]]
     assert _dev(run, "extractive")["language_match"] >= gates.DEV_FLOORS["extractive"].language_match, bad
 
@@ -197,6 +201,8 @@ def test_no_false_success(run: EvalRun) -> None:
 # Before this round's changes, on the same sessions: 0.81, 0.47, 0.28, 0.61, 0.76 with 1 false success
 # (3 once the last ten test sessions were added), 0.81. The end-state and false-success gates hold; the others
 # do not yet, so the whole gate is an expected failure that turns into an XPASS failure once they do.
+# After the quality round (totals only, measured once): file precision 0.88, file recall 0.57, decision recall
+# 0.55, phase coverage 0.75, end state right 0.81, language 0.94.
 TEST_GATE_MISSES = ("output-file recall", "output-file precision", "decision recall", "language right")
 
 
@@ -325,13 +331,12 @@ def test_local_llm_decision_recall_floor(run: EvalRun) -> None:
     assert _subset_mean(run, LOCAL_LLM, "decision_recall_keyword") == run.totals[LOCAL_LLM]["decision_recall_keyword"]
     assert (_subset_mean(run, LOCAL_LLM, "decision_recall_keyword", LOCAL_LLM_FIRST_CASES)
             >= LOCAL_LLM_FIRST_CASES_DECISION_RECALL_FLOOR)
-    # The extractive summariser on the very same sessions, so the two floors compare like for like.
+    # The extractive summariser on the very same sessions, so the two floors compare like for like. Since the
+    # quality round the extractive summary states more of these decisions than the local model's does (0.92 vs
+    # 0.70): the reason ``auto`` does not pick the embedded model.
     assert _subset_mean(run, "extractive", "decision_recall_keyword") >= EXTRACTIVE_SUBSET_DECISION_RECALL
-    # The README's reason why `auto` without a configured model summarises extractively: on these
-    # sessions the embedded model does not beat extractive. When re-recorded cassettes change that, this
-    # fails and the default must be revisited.
     assert (_subset_mean(run, "extractive", "decision_recall_keyword")
-            >= _subset_mean(run, LOCAL_LLM, "decision_recall_keyword"))
+            > _subset_mean(run, LOCAL_LLM, "decision_recall_keyword"))
 
 
 def test_local_llm_meets_the_dev_floors(run: EvalRun) -> None:

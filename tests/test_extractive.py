@@ -427,3 +427,58 @@ def test_the_last_phase_is_held_to_the_session_end_state() -> None:
     out2 = summarise_extractive(s2, [Chunk(session_id="s", generation=0, messages=thanks)],
                                 derive_facts(s2, [Chunk(session_id="s", generation=0, messages=thanks)]))
     assert out2.end_state == "resolved" and out2.phases[-1].outcome == "done"
+
+
+def test_a_reply_that_lists_its_changes_keeps_them_in_the_phase() -> None:
+    """A last reply that opens with a plan sentence and then lists what it changed: the listed changes are
+    the phase's substance (they used to be lost behind the first sentence that named an action)."""
+    reply = ("让我修改login.vue文件，使参数格式匹配：\n\n```diff\n- a\n+ b\n```\n\n我们对登录功能进行了几处关键修改：\n\n"
+             "1. **参数格式修正**：\n   - 将表单字段从 `portalUserName` 修改为 `username`，与后端API保持一致\n"
+             "2. **使用AuthService**：\n   - 改用 `AuthService.userLogin()` 替代直接的 `request.post()`，确保路径正确\n")
+    s = sess(u("登录失败了，帮我看看代码并修复"), a(reply))
+    done = summarise_extractive(s, [], derive_facts(s)).phases[0].done
+    assert "改用 `AuthService.userLogin()`" in done and "修改为 `username`" in done
+
+
+def test_extractive_decisions_keep_recommendations_and_drop_words_that_choose_nothing() -> None:
+    review = ("1. I would not use three separate optional media fields. Best shape: `embedding_inputs: "
+              "Sequence[EmbeddingInput] | None`.\n\n**Recommended Shape**\n\n"
+              "Initialize your chosen embedding model before indexing.\n\nCounterfactual 要不要做?我傾向不做,因为成本太高。\n\n"
+              "Q5: \"Why did you choose EKS over self-managed Kubernetes?\"\n\n给 `SelectTrigger` 添加了类，确保选择框显示正常。\n\n"
+              "这样你什么都不用记，它会自动总结。")
+    s = sess(u("review the plan for multimodal documents"), a(review))
+    choices = [d.choice for d in summarise_extractive(s, [], derive_facts(s)).decisions]
+    assert choices == ["I would not use three separate optional media fields.",
+                       "Best shape: `embedding_inputs: Sequence[EmbeddingInput] | None`.",
+                       "Counterfactual 要不要做?我傾向不做,因为成本太高。"]
+    # The LLM's hints are the recorded ones: recommendations are the extractive note's addition.
+    assert not any("I would not use" in d.choice for d in decision_candidates(s.messages))
+
+
+def test_a_long_session_keeps_its_firmest_decisions() -> None:
+    from pipeline.summarize.extractive import MAX_DECISIONS
+
+    weak = [a(f"The parser keeps tokens in a list rather than a tree number {i}.") for i in range(MAX_DECISIONS + 3)]
+    strong = a("We decided to switch to SQLite instead of Postgres because the app has one user.")
+    s = sess(u("build the storage layer"), *weak, strong)
+    decisions = summarise_extractive(s, [], derive_facts(s)).decisions
+    assert len(decisions) == MAX_DECISIONS and decisions[-1].choice.startswith("We decided to switch to SQLite")
+
+
+def test_a_change_made_for_a_stated_reason_is_a_decision() -> None:
+    reply = ("问题很明确了。`common`模块是一个库模块，不应该使用Spring Boot Maven插件进行打包，因为它没有主类。\n\n"
+             "The mock is not used, likely because `promisify(exec)` runs at import.\n\n"
+             "My delete call failed because I used a host path.\n\n"
+             "Moving the commands import inside main() to avoid the circular import.")
+    s = sess(u("mvn install fails in common"), a(reply))
+    choices = [d.choice for d in summarise_extractive(s, [], derive_facts(s)).decisions]
+    assert choices == ["`common`模块是一个库模块，不应该使用Spring Boot Maven插件进行打包，因为它没有主类。",
+                       "Moving the commands import inside main() to avoid the circular import."]
+
+
+def test_decisions_in_portuguese_and_russian() -> None:
+    reply = ("Decidi usar `git rm --cached .env` em vez de reescrever o histórico, porque o repositório é privado.\n\n"
+             "Рекомендую вызывать injectText только по событию release, вместо повторного вызова.")
+    s = sess(u("me ajude a resolver o push bloqueado"), a(reply))
+    decisions = summarise_extractive(s, [], derive_facts(s)).decisions
+    assert [d.rejected for d in decisions] == [("reescrever o histórico",), ("повторного вызова",)]

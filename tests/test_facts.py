@@ -312,6 +312,16 @@ def test_prose_edits_only_for_exports_without_edit_tool_calls() -> None:
     assert edited(u("x"), reply, call("w", "Write", {"file_path": "b.py"}), result("w", "File created")) == ["b.py"]
 
 
+def test_cursor_edit_blocks_with_elided_code_are_edits() -> None:
+    """Cursor's edit_file renders the change as code with "// ... existing code ..." for what it kept; a v0/v1
+    export shows that as a plain fence, named by the paragraph that announces it."""
+    block = "```tsx\nimport { Sheet } from '@/components/ui/sheet'\n\n// ... existing code ...\n<Sheet />\n```"
+    assert edited(u("x"), a(f"I'll update `src/components/settings-panel.tsx` to use a Sheet:\n\n{block}")) == [
+        "src/components/settings-panel.tsx"]
+    assert edited(u("x"), a(f"You can change `src/app.tsx` like this:\n\n{block}")) == []  # advice
+    assert edited(u("x"), a("Update `src/app.tsx`:\n\n```tsx\n<Sheet />\n```")) == []  # a snippet, not an edit
+
+
 def test_real_specstory_exports() -> None:
     from pipeline.read.detect import read_sessions
     from tests.corpus import corpus_file
@@ -460,3 +470,98 @@ def test_a_patch_inside_a_string_literal_is_read() -> None:
 def test_copilot_edit_headers_name_the_file() -> None:
     reply = "### [undo.js](file:///home/u/proj/src/undo.js)\n\nFix the buffer.\n\n```js\nlet x = 1\n```"
     assert edited(u("fix undo"), a(reply)) == ["/home/u/proj/src/undo.js"]
+
+
+def test_session_language_ignores_harness_text_in_the_user_role() -> None:
+    """Task notifications and compaction summaries are English written by software, not the user's words."""
+    from pipeline.facts.derive import derive_facts
+    from pipeline.models import Message, Session
+
+    notes = [Message(role="user", content="<task-notification>\n<task-id>b1</task-id>\n" + "The background task "
+                     "finished with output and the status of the work is complete and ready for review. " * 8)
+             for _ in range(5)]
+    msgs = [Message(role="user", content="帮我把登录页面的样式改成深色，按钮放到右边"), *notes,
+            Message(role="assistant", content="好的，已经修改完成。")]
+    assert derive_facts(Session(id="s", source="cli", messages=msgs)).language == "zh"
+
+
+def test_command_from_the_result_fence_when_the_export_kept_no_arguments() -> None:
+    """SpecStory v1.5 renders a terminal call as "Tool use: **run_terminal_cmd**" and the command only as the
+    first shell fence of its body: the command, and the files it touches, come from there."""
+    from pipeline.facts.derive import derive_facts
+    from pipeline.models import Message, Session, ToolCall
+
+    msgs = [Message(role="user", content="remove the secrets file from git"),
+            Message(role="assistant", content="", tool_calls=(ToolCall(id="t1", name="run_terminal_cmd", arguments={}),)),
+            Message(role="tool", tool_call_id="t1", content="```bash\ngit mv a.txt b.txt\n```\n\n```\n\n```"),
+            Message(role="assistant", content="", tool_calls=(ToolCall(id="t2", name="read_file", arguments={}),)),
+            Message(role="tool", tool_call_id="t2", content="```bash\nrm -rf /\n```")]
+    facts = derive_facts(Session(id="s", source="specstory", messages=msgs))
+    assert facts.commands == ("git mv a.txt b.txt",)  # a read's body is no command
+    assert facts.output_files == ["b.txt"]
+
+
+def _touched(*calls: tuple[str, object, str], cwd: str = "/home/u/p") -> list[tuple[str, str]]:
+    from pipeline.facts.derive import file_touches
+    from pipeline.models import Message, ToolCall
+
+    msgs: list[Message] = []
+    for i, (name, args, result) in enumerate(calls):
+        msgs += [Message(role="assistant", content="", tool_calls=(ToolCall(id=f"c{i}", name=name, arguments=args),)),
+                 Message(role="tool", tool_call_id=f"c{i}", content=result)]
+    return [(f.action, f.path) for f in file_touches(msgs, cwd)]
+
+
+PATCH = "*** Begin Patch\n*** Add File: src/a.py\n+x\n*** Update File: b.py\n@@\n-a\n+b\n*** End Patch"
+
+
+def test_apply_patch_run_through_a_shell_tool() -> None:
+    want = [("created", "src/a.py"), ("modified", "b.py")]
+    assert _touched(("exec_command", {"cmd": f"apply_patch <<'EOF'\n{PATCH}\nEOF"}, "Exit code: 0")) == want
+    assert _touched(("shell", {"command": ["apply_patch", PATCH]}, "ok")) == want
+    assert _touched(("shell", {"command": ["bash", "-lc", f"apply_patch <<'EOF'\n{PATCH}\nEOF"]}, "ok")) == want
+    assert _touched(("exec_command", {"cmd": f"apply_patch <<'EOF'\n{PATCH}\nEOF"}, "Exit code: 1\npatch failed")) == []
+
+
+def test_other_harnesses_file_tools_and_path_keys() -> None:
+    assert _touched(("write_to_file", {"TargetFile": "/home/u/p/k.md", "CodeContent": "x"}, "ok"),
+                    ("apply_diff", {"path": "s.md", "diff": "…"}, "ok"),
+                    ("edit_notebook", {"target_notebook": "nb.ipynb"}, "ok"),
+                    ("delete_file", {"target_file": "v.md"}, "ok")) == [
+        ("created", "k.md"), ("modified", "s.md"), ("modified", "nb.ipynb"), ("deleted", "v.md")]
+
+
+def test_removing_a_directory_removes_what_was_written_in_it() -> None:
+    got = _touched(("write_file", {"path": "/home/u/p/src/app/old/page.tsx", "content": "x"}, '{"success": true}'),
+                   ("write_file", {"path": "/home/u/p/src/app/new/page.tsx", "content": "x"}, '{"success": true}'),
+                   ("terminal", {"command": "rm -rf src/app/old"}, '{"output": "", "exit_code": 0}'))
+    assert ("deleted", "src/app/old/page.tsx") in got and ("created", "src/app/new/page.tsx") in got
+
+
+def test_output_options_name_the_file_a_command_writes() -> None:
+    from pipeline.facts.shell import shell_file_ops
+
+    def files(cmd: str) -> list[str]:
+        return [p for p, _a, _b in shell_file_ops(cmd)]
+
+    assert files("node scripts/generate.mjs --out /Users/m/Desktop/deck.pptx") == ["/Users/m/Desktop/deck.pptx"]
+    assert files("pandoc README.md -o out/readme.pdf") == ["out/readme.pdf"]
+    assert files("curl -sL -o data/x.zip https://example.com/x.zip") == ["data/x.zip"]
+    assert files("python report.py --output=site/index.html") == ["site/index.html"]
+    # -o is not an output everywhere, and a directory or a format is not a file
+    assert files("unzip -o data/x.zip") == files("pytest -o addopts=-q tests/a.py") == []
+    assert files("tsc --outDir dist") == files("tool --output json") == files("vite build --out dist") == []
+
+
+def test_hermes_skill_manage_writes_the_skill_file_in_its_folder() -> None:
+    view = '{"success": true, "name": "xs", "skill_dir": "/Users/m/.hermes/skills/dev/xs", "path": "dev/xs/SKILL.md"}'
+    got = _touched(("skill_view", {"name": "xs"}, view),
+                   ("skill_manage", {"action": "patch", "name": "xs", "old_string": "a", "new_string": "b"},
+                    '{"success": true, "message": "Patched SKILL.md"}'),
+                   ("skill_manage", {"action": "patch", "name": "other", "old_string": "a"}, '{"success": true}'),
+                   ("skill_manage", {"action": "create", "name": "new", "category": "ops", "content": "x"},
+                    '{"success": true}'),
+                   ("skill_manage", {"action": "patch", "name": "xs", "old_string": "zz"}, '{"success": false}'),
+                   cwd="/Users/m/proj")
+    assert got == [("modified", "/Users/m/.hermes/skills/dev/xs/SKILL.md"),
+                   ("created", "/Users/m/.hermes/skills/ops/new/SKILL.md")]

@@ -84,3 +84,23 @@ def test_written_language_needs_evidence_for_latin_text() -> None:
     assert written_language(["Fixed the build and ran the tests"]) == "en"
     assert written_language(["Corrigi o build do projeto e agora funciona"]) == "pt"
     assert written_language(["修复了构建问题，测试全部通过"]) == "zh"
+
+
+PROMPT = "\n".join(["You are the Analyzer Agent. Read the code, trace the data flow and report what is wrong."] * 40)
+
+
+def test_own_script_framing_a_paste_outvotes_the_pasted_english() -> None:
+    """A Russian (or Chinese) user who pastes a long English prompt between their own lines is still
+    writing Russian: the non-Latin script opens or closes most of their messages."""
+    user = [f"Посмотри, почему текст подставляется один и тот же.\n\n{PROMPT}", "куда ты создал файл",
+            "создай файл в корневой папке"]
+    assert session_language(user, []) == "ru"
+    assert session_language([f"帮我看看这个问题\n\n{PROMPT}"], []) == "zh"
+
+
+def test_a_foreign_line_in_the_middle_of_english_does_not_flip_the_session() -> None:
+    # A pasted non-Latin line inside a message (not framing it), or framing only a minority of messages.
+    assert session_language([f"Please fix this.\n失败了 一直\n{PROMPT}\nThanks, that is all"], []) == "en"
+    english = [f"please fix the parser tests and then {PROMPT[:200]}", "now run the whole suite again and show me",
+               "and commit it with a message that says what changed in the parser"]
+    assert session_language([*english, "翻译这个：你好世界"], []) == "en"

@@ -37,6 +37,7 @@ from typing import Any, TypeGuard
 
 from pipeline.facts.lang import session_language
 from pipeline.facts.shell import command_text, normalise_path, shell_file_ops
+from pipeline.facts.turns import typed_by_user
 from pipeline.models import Chunk, Facts, FileAction, FileTouch, Message, Session
 
 COMMAND_TOOLS = frozenset({
@@ -55,14 +56,17 @@ _EDIT_TOOLS = frozenset({
 # argument means. "mcp__fs__write_file", "replace_string_in_file", "insertEditIntoFile" change it;
 # "view", "list", "search" only look. Both need a path argument, so "update_todo_list" touches nothing.
 _CHANGE_VERB = re.compile(r"(?:^|[_.\-]|(?<=[a-z]))(?:write|edit|create|patch|replace|insert|append|save|rename"
-                          r"|modify|update)(?=[_.\-]|[A-Z]|$)", re.I)
+                          r"|modify|update|apply|delete|remove)(?=[_.\-]|[A-Z]|$)", re.I)
 _LOOK_VERB = re.compile(r"(?:^|[_.\-]|(?<=[a-z]))(?:read|view|open|cat|get|list|search|find|grep|glob|stat|show)"
                         r"(?=[_.\-]|[A-Z]|$)", re.I)
 _EDITOR_TOOLS = frozenset({"str_replace_editor", "str_replace_based_edit_tool"})
 #: Patch tools whose patch text may be missing from the arguments: SpecStory exports put the
 #: call's input (the ``*** Begin Patch`` text) in the block body, which the reader makes the result.
 _PATCH_TOOLS = frozenset({"apply_patch", "applypatch"})
-_PATH_KEYS = ("path", "file_path", "target_file", "notebook_path", "filename", "file", "filePath", "targetFile")
+_PATH_KEYS = ("path", "file_path", "target_file", "notebook_path", "filename", "file", "filePath", "targetFile",
+              # other harnesses' spellings (Windsurf's TargetFile, Cursor's target_notebook, MCP filesystem servers)
+              "TargetFile", "target_notebook", "notebookPath", "absolute_path", "AbsolutePath", "relative_path",
+              "relativePath", "filepath", "file_name", "fileName")
 
 MAX_COMMAND = 300
 MAX_ERROR = 200
@@ -100,6 +104,11 @@ class _Touches:
         norm = normalise_path(path, self.cwd, base) if path else None
         if not norm:
             return
+        if action == "deleted":
+            # ``rm -rf src/app/bazi`` also removes the page written there earlier.
+            for under, touch in list(self._by_path.items()):
+                if under.startswith(norm.rstrip("/") + "/") and touch.action != "read":
+                    self._by_path[under] = FileTouch(path=under, action=_merge(touch.action, "deleted"), tool=tool)
         old = self._by_path.get(norm)
         if old is None:
             self._by_path[norm] = FileTouch(path=norm, action=action, tool=tool)
@@ -243,8 +252,33 @@ def _refused(path: str, output: str) -> bool:
     return bool(tail) and any(tail in line and _REFUSED.search(line) for line in output.splitlines())
 
 
+# An export that keeps no arguments for a terminal call (SpecStory v1.5's "Tool use: **run_terminal_cmd**"
+# line) shows the command as the first shell fence of the result, the output in the fence after it.
+_RESULT_COMMAND = re.compile(r"\A\s*```(?:bash|sh|shell|zsh|powershell|pwsh|cmd)[ \t]*\n(.*?)\n```", re.S)
+
+
+def call_command(args: dict[str, Any] | str, result: Message | None) -> str | None:
+    """The command a command-tool call ran: its arguments, else the shell fence its result opens with."""
+    cmd = command_text(args)
+    if cmd or result is None or (isinstance(args, dict) and args.get("command", args.get("cmd"))):
+        return cmd
+    m = _RESULT_COMMAND.match(result.content)
+    return (m.group(1).strip() or None) if m else None
+
+
 def _has_patch(text: object) -> TypeGuard[str]:
     return isinstance(text, str) and "*** " in text and bool(_PATCH_HEADER.search(_unescaped(text)))
+
+
+def _strings(value: object) -> list[str]:
+    """Every string inside a tool's arguments (argv lists and nested objects included)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in _strings(v)]
+    return []
 
 
 def _arg_path(args: dict[str, Any]) -> str | None:
@@ -253,23 +287,32 @@ def _arg_path(args: dict[str, Any]) -> str | None:
 
 def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | None, out: _Touches) -> None:
     lname = name.lower()
-    if result_failed(result_msg) and lname not in COMMAND_TOOLS:
+    failed = result_failed(result_msg)
+    if failed and lname not in COMMAND_TOOLS:
         return  # a failed write or edit changed nothing
     result = parse_result(result_msg)
     patch = args if isinstance(args, str) else args.get("patch") or args.get("input")
     if lname in _PATCH_TOOLS and not _has_patch(patch) and result_msg is not None:
         patch = result_msg.content
+    if not _has_patch(patch) and not isinstance(args, str):
+        # apply_patch run through a shell tool: ``["apply_patch", "*** Begin Patch…"]``, ``apply_patch <<'EOF'``,
+        # ``bash -lc "apply_patch <<…"`` or a script's ``const patch = "…"``: the patch is one of the strings.
+        patch = next((v for v in _strings(args) if _has_patch(v)), patch)
     if _has_patch(patch):
+        if failed:
+            return  # the patch did not apply
+
         for path, action in _patch_ops(patch):
             out.add(path, action, name)
         return
     if lname in COMMAND_TOOLS:
-        cmd = command_text(args)
+        cmd = call_command(args, result_msg)
         workdir = args.get("workdir") if isinstance(args, dict) else None
+        base = workdir if isinstance(workdir, str) else None
         said = result_msg.content if result_msg else ""
-        for path, action, base in shell_file_ops(cmd or "", workdir if isinstance(workdir, str) else None):
+        for path, action, op_base in shell_file_ops(cmd or "", base):
             if not _refused(path, said):
-                out.add(path, action, name, base)
+                out.add(path, action, name, op_base)
         return
     if isinstance(args, str):
         return
@@ -288,7 +331,8 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
         action = "modified"
     elif path and not _LOOK_VERB.search(name):
         words = name.split("__")[-1]  # MCP tools are "mcp__<server>__<tool>"
-        action = ("created" if re.search(r"create|write|save", words, re.I) else "modified") \
+        action = ("deleted" if re.search(r"delete|remove", words, re.I) else
+                  "created" if re.search(r"create|write|save", words, re.I) else "modified") \
             if _CHANGE_VERB.search(words) else None
     if action:
         out.add(path, action, name)
@@ -306,13 +350,40 @@ def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source:
     prose = source in _PROSE_EDIT_SOURCES and not any(
         c.name.lower() in _CHANGE_TOOLS for m in messages for c in m.tool_calls)
     edits = _ProseEdits() if prose else None
+    skill_dirs: dict[str, str] = {}
     for m in messages:
         if edits is not None:
             for path in edits.feed(m, [t.path for t in out.result()]):
                 out.add(path, "modified", "edit_block")
         for call in m.tool_calls if m.role == "assistant" else ():
-            _call_touches(call.name, call.arguments, results.get(call.id) if call.id else None, out)
+            result = results.get(call.id) if call.id else None
+            if (stated := parse_result(result)) and isinstance(stated.get("skill_dir"), str) and stated.get("name"):
+                skill_dirs[str(stated["name"])] = stated["skill_dir"]
+            if call.name.lower() == "skill_manage":
+                _skill_touch(call.arguments, result, skill_dirs, out)
+            else:
+                _call_touches(call.name, call.arguments, result, out)
     return out.result()
+
+
+#: Hermes ``skill_manage`` actions that write a skill's files (``view``/``list``/``delete`` do not produce one).
+_SKILL_WRITES = frozenset({"create", "edit", "patch", "write_file", "update"})
+
+
+def _skill_touch(args: dict[str, Any] | str, result: Message | None, skill_dirs: dict[str, str], out: _Touches) -> None:
+    """Hermes ``skill_manage``: a skill is a folder ``<skills>/<category>/<name>/`` around ``SKILL.md``. Its folder
+    is known from a ``skill_view`` result (``skill_dir``) or, on create, from the category; otherwise the file
+    is not listed (``~/.hermes/skills/<name>`` without the category would name a path that does not exist)."""
+    if not isinstance(args, dict) or result_failed(result) or str(args.get("action")) not in _SKILL_WRITES:
+        return
+    name = str(args.get("name") or "")
+    folder = skill_dirs.get(name)
+    if folder is None and name and isinstance(args.get("category"), str) and args["category"]:
+        folder = f"~/.hermes/skills/{args['category']}/{name}"
+    if folder:
+        rel = args.get("file_path") if isinstance(args.get("file_path"), str) and args["file_path"] else "SKILL.md"
+        out.add(f"{folder.rstrip('/')}/{rel}", "created" if args.get("action") == "create" else "modified",
+                "skill_manage")
 
 
 # --------------------------------------------------------------------------- edits shown only as prose
@@ -370,11 +441,11 @@ def _reply_edits(text: str, known: Sequence[str], reads: Sequence[str]) -> list[
         lead = text[blocks[i - 1].end() if i else 0:b.start()]
         if m := _TAGGED.match(tag):
             paths.append(m.group(1))
-        elif tag.lower() not in ("diff", "patch") or not re.search(r"^[+-](?![+-]{2})", body, re.M):
+        elif not _is_edit(b):
             paths.append(None)
         elif h := _DIFF_HEADER.search(body):
             paths.append(None if h.group(1) == "/dev/null" else h.group(1))
-        elif not lead.strip() and i and paths[-1] is not None and _is_diff(blocks[i - 1]):
+        elif not lead.strip() and i and paths[-1] is not None and _is_edit(blocks[i - 1]):
             paths.append(paths[-1])  # a diff straight after a diff continues the same file
         else:
             lead = _last_paragraph(lead)
@@ -382,10 +453,10 @@ def _reply_edits(text: str, known: Sequence[str], reads: Sequence[str]) -> list[
             paths.append(_named_file(lead, known) if ok else None)
     # Diffs still unnamed: the claim right after a run of them ("已完成对 `X.kt` 的重构"), else the files
     # read in this turn, one per diff in order, when the counts agree exactly.
-    open_ = [i for i, b in enumerate(blocks) if paths[i] is None and _is_diff(b)]
+    open_ = [i for i, b in enumerate(blocks) if paths[i] is None and _is_edit(b)]
     for i in open_:
         j = i
-        while j + 1 < len(blocks) and _is_diff(blocks[j + 1]) and not text[blocks[j].end():blocks[j + 1].start()].strip():
+        while j + 1 < len(blocks) and _is_edit(blocks[j + 1]) and not text[blocks[j].end():blocks[j + 1].start()].strip():
             j += 1
         after = text[blocks[j].end():blocks[j + 1].start() if j + 1 < len(blocks) else len(text)].strip()
         after = re.split(r"\n\s*\n", after, maxsplit=1)[0]
@@ -404,6 +475,16 @@ def _reply_edits(text: str, known: Sequence[str], reads: Sequence[str]) -> list[
 def _is_diff(block: re.Match[str]) -> bool:
     return block.group(1).strip().lower() in ("diff", "patch") and bool(
         re.search(r"^[+-](?![+-]{2})", block.group(2), re.M))
+
+
+# Cursor's edit_file shows the change as the file's code with the untouched parts elided by this marker
+# ("// ... existing code ...", "# ...existing code..."); SpecStory v0/v1 export that block as a plain fence.
+_EXISTING_CODE = re.compile(r"^\s*(?://|#|--|/\*|<!--|;)\s*\.\.\.\s*existing code\s*\.\.\.", re.M | re.I)
+
+
+def _is_edit(block: re.Match[str]) -> bool:
+    """A block that shows an applied edit: a diff with changed lines, or a Cursor edit with elided code."""
+    return _is_diff(block) or bool(_EXISTING_CODE.search(block.group(2)))
 
 
 _EDIT_HEADER = re.compile(r"^#{2,4} \[[^\]\n]+\]\((file://[^)\s]+)\)\s*$", re.M)
@@ -476,12 +557,13 @@ def derive_facts(session: Session, chunks: Sequence[Chunk] | None = None) -> Fac
     """Everything knowable about ``session`` without a model."""
     messages = [m for m in session.messages if not m.is_carrier]
     names = {c.id: c.name for m in messages for c in m.tool_calls if c.id}
+    results = {m.tool_call_id: m for m in messages if m.role == "tool" and m.tool_call_id}
     tools: Counter[str] = Counter()
     commands: dict[str, None] = {}
     for m in messages:
         for call in m.tool_calls if m.role == "assistant" else ():
             tools[call.name] += 1
-            if call.name.lower() in COMMAND_TOOLS and (cmd := command_text(call.arguments)):
+            if call.name.lower() in COMMAND_TOOLS and (cmd := call_command(call.arguments, results.get(call.id or ""))):
                 commands.setdefault(_clip(cmd, MAX_COMMAND) if len(cmd) > MAX_COMMAND else cmd, None)
 
     errors: dict[str, None] = {}
@@ -498,7 +580,9 @@ def derive_facts(session: Session, chunks: Sequence[Chunk] | None = None) -> Fac
     models = [session.model] if session.model else []
     models += [u.model for u in session.usage if u.model not in models]
     costs = [u.cost_usd for u in session.usage if u.cost_usd is not None]
-    language = session_language((m.content for m in messages if m.role == "user"),
+    # Only what the user typed: a compaction summary or a stream of task notifications in the user role
+    # is English written by software, and can outweigh a Chinese user's own asks.
+    language = session_language((m.content for m in messages if typed_by_user(m)),
                                 (m.content for m in messages if m.role == "assistant"))
     return Facts(
         files=tuple(file_touches(messages, session.cwd or session.git_repo_root, source=session.source)),

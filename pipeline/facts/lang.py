@@ -63,6 +63,7 @@ _SCRIPTS: tuple[tuple[str, str], ...] = (
     ("\u0900", "\u097f", "hi"),
     ("\u0e00", "\u0e7f", "th"),
 )
+_NON_LATIN_CODES = frozenset({"zh", "ja", "ko", "uk", *(code for _lo, _hi, code in _SCRIPTS)})
 _UK_LETTERS = set("іїєґІЇЄҐ")
 _UK_RE = re.compile("[" + "".join(sorted(_UK_LETTERS)) + "]")
 
@@ -196,11 +197,53 @@ SCARCE_USER_UNITS = 12
 USER_WEIGHT = 3
 
 
+#: The least a non-Latin script must add up to across the user's messages to outvote pasted English.
+OWN_SCRIPT_UNITS = 4
+
+
+def _script_only(t: _Tally) -> _Tally:
+    """``t`` without its Latin words: which non-Latin language, if any, the text is written in."""
+    return _Tally(units=Counter(t.units), uk=t.uk)
+
+
+def _framing_lines(text: str) -> list[str]:
+    """The first and last prose lines of a message: where a person's own words frame a paste."""
+    lines = [ln for ln in _prose(text).splitlines() if _WORD.search(ln)]
+    return lines[:1] + lines[-1:] if len(lines) > 1 else lines
+
+
+def _own_script(texts: list[str], user: _Tally) -> str | None:
+    """A non-Latin language the user writes in around the English they paste, or None.
+
+    Pasted material (a prompt, a spec, an English log that no log pattern knows) is Latin script far
+    more often than not, while a person typing Russian or Chinese types it in their own script. So
+    a non-Latin script opening or closing at least half of the user's messages decides, however many
+    English words the pastes between those lines bring (one typed Russian sentence before a 1,700-word
+    English prompt is a Russian session).
+    """
+    code = _decide(_script_only(user))
+    if code is None or sum(user.units.values()) < OWN_SCRIPT_UNITS:
+        return None
+    with_prose = [t for t in texts if _WORD.search(_prose(t))]
+    framed = [t for t in with_prose
+              if any(_decide(_script_only(_tally([ln]))) == code for ln in _framing_lines(t))]
+    return code if with_prose and 2 * len(framed) >= len(with_prose) else None
+
+
 def session_language(user_texts: Iterable[str], assistant_texts: Iterable[str], default: str = "en") -> str:
-    """The language a session was conducted in: the user's prose, helped by the assistant's when scarce."""
-    user = _tally(user_texts)
+    """The language a session was conducted in: the user's prose, helped by the assistant's when scarce.
+
+    ``user_texts`` should be what the user typed: harness text in the user role (compaction summaries,
+    task notifications, command output) is written by software, usually in English, and would outvote
+    a Chinese user's own words.
+    """
+    texts = list(user_texts)
+    user = _tally(texts)
     if user.total >= SCARCE_USER_UNITS:
-        return _decide(user) or default
+        decided = _decide(user)
+        if decided not in _NON_LATIN_CODES and (own := _own_script(texts, user)):
+            return own
+        return decided or default
     both = _tally(assistant_texts)
     both.add(user, USER_WEIGHT)
     return _decide(both) or default

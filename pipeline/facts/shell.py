@@ -15,8 +15,8 @@ Unwrapped: ``sudo``/``env``/``time``/``nohup``/``command``/``exec``/``builtin`` 
 lists from tools that take ``["bash", "-lc", "..."]``. A ``cd``/``pushd`` earlier in the same
 command sets the base later relative paths resolve against.
 
-Recognised: ``mv``, ``cp``, ``rm``/``unlink``, ``touch``, ``tee``, ``sed -i`` and output
-redirections. Everything else is ignored, including input redirections, fd duplication (``2>&1``),
+Recognised: ``mv``, ``cp``, ``rm``/``unlink``, ``touch``, ``tee``, ``sed -i``, output
+redirections and output options (``--out``/``--output`` with a file name, ``curl -o``, ``wget -O``). Everything else is ignored, including input redirections, fd duplication (``2>&1``),
 scripts and interpreters whose effects cannot be seen from the text, and anything that is not a
 particular file (``/dev/null``, ``/proc``, globs, ``$VARS``, command substitution).
 
@@ -160,8 +160,29 @@ def _sed_files(args: list[str]) -> list[str]:
     return files
 
 
-#: A command can change a file only through a redirect or one of these words (also inside ``sh -c``).
-_MAYBE_FILE_OP = re.compile(r">|\b(?:mv|cp|rm|unlink|touch|tee|sed)\b")
+#: A command can change a file only through a redirect, one of these words (also inside ``sh -c``) or an
+#: output option.
+_MAYBE_FILE_OP = re.compile(r">|\b(?:mv|cp|rm|unlink|touch|tee|sed)\b|--out|\s-[oO]\s")
+#: Options that name the file a command writes (``node gen.mjs --out deck.pptx``, ``pandoc -o a.pdf``).
+_OUT_OPTIONS = frozenset({"--out", "--output", "--outfile", "--out-file", "--output-file"})
+#: Commands whose short ``-o`` (``wget``: ``-O``) is their output file; elsewhere ``-o`` means anything
+#: (``unzip -o`` overwrites, ``pytest -o`` sets an ini option).
+_SHORT_OUT = {"curl": "-o", "gcc": "-o", "g++": "-o", "cc": "-o", "clang": "-o", "clang++": "-o", "pandoc": "-o",
+              "sort": "-o", "wget": "-O", "rustc": "-o", "nvcc": "-o"}
+# An output file has a name with an extension: "--out dist" is a directory, "--output json" a format.
+_FILE_NAME = re.compile(r"^[^=\s]*[^/=\s]\.[A-Za-z0-9]{1,8}$")
+
+
+def _out_files(cmd: str, args: list[str]) -> list[str]:
+    """Files named by an output option of ``cmd`` (see ``_OUT_OPTIONS``, ``_SHORT_OUT``)."""
+    found: list[str] = []
+    for j, a in enumerate(args):
+        flag, eq, value = a.partition("=")
+        if eq and flag in _OUT_OPTIONS:
+            found.append(value)
+        elif (a in _OUT_OPTIONS or a == _SHORT_OUT.get(cmd)) and j + 1 < len(args):
+            found.append(args[j + 1])
+    return [f for f in found if _FILE_NAME.match(f)]
 
 
 def shell_file_ops(command: str, workdir: str | None = None) -> list[tuple[str, FileAction, str | None]]:
@@ -207,6 +228,8 @@ def _file_ops(command: str, workdir: str | None) -> list[tuple[str, FileAction, 
             ops.extend((p, "created", base) for p in _positional(args))
         elif cmd == "sed":
             ops.extend((p, "modified", base) for p in _sed_files(args))
+        else:
+            ops.extend((p, "created", base) for p in _out_files(cmd, args))
     # /dev/null, globs and $VARS name no particular file
     return [op for op in ops if normalise_path(op[0], None, op[2])]
 

@@ -108,6 +108,13 @@ def harness_error(msg: Message) -> bool:
     return 0 < len(text) <= 300 and bool(_HARNESS_ERROR.search(text))
 
 
+def typed_by_user(msg: Message) -> bool:
+    """A user-role message the person typed: not a carrier, harness scaffolding (compaction summaries,
+    task notifications, command echoes, injected instructions) or a harness error line."""
+    return (msg.role == "user" and not msg.is_carrier and not harness_error(msg)
+            and not msg.content.lstrip().startswith(_HARNESS))
+
+
 def _kind(msg: Message) -> str | None:
     """'ask', 'ack' (acknowledgement/approval) or None (not something the user typed as a turn)."""
     if msg.role != "user" or msg.is_carrier or harness_error(msg):

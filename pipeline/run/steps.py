@@ -31,7 +31,11 @@ Summariser = Callable[[Session, list[Chunk], Facts], SessionSummary]
 #: Bump when rendering or summarising changes in a way that should refresh every note.
 #: 2: the end state is judged on evidence (harness cuts, work left over) and the note says why, so a
 #: note that claimed success wrongly is corrected on the next run, not only after ``--force``.
-PIPELINE_REVISION = "3"
+#: 3: quality round (tuned on the dev split): the session language counts only what the user typed (and a
+#: non-Latin script framing their pastes), plus the file and decision rules of that round.
+#: 4: the changed-files and ran-commands parts of a phase end like sentences; the last phase's "done"
+#: stands only when the session is resolved; a short thank-you after a report of success closes the work.
+PIPELINE_REVISION = "4"
 
 
 def fingerprint(db: HermesDB, root_id: str, state: dict[str, Any] | None = None) -> str:

@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
 
-from pipeline.facts.derive import COMMAND_TOOLS, file_touches, result_failed
+from pipeline.facts.derive import COMMAND_TOOLS, call_command, file_touches, result_failed
 from pipeline.facts.endstate import (
     _DONE,
     _FAILED,
@@ -41,7 +41,6 @@ from pipeline.facts.endstate import (
     last_phase_outcome,
 )
 from pipeline.facts.lang import typed_prose
-from pipeline.facts.shell import command_text
 from pipeline.facts.turns import _has_prose, _kind, _live, _prose, _replies, _sentences, _until_closer
 from pipeline.models import (
     NOTE_ERRORS_MAX,
@@ -77,7 +76,7 @@ _ADVICE_OR_PLAN = re.compile(r"\b(?:I'll|I will|let me|let's|we'll|we will|shoul
                              re.I)
 _EMPTY_CODE = re.compile(r"(?<!`)``(?!`)")
 #: Action sentences kept from a phase's replies before its last one (``_done_text``).
-EARLIER_ACTIONS = 4
+EARLIER_ACTIONS = 6
 # A sentence reporting a change, with or without a subject ("Removed the SQS interruptionQueue",
 # "Switched to the lookup table", "已将农历改为查表法", "改用 tooltip").
 _CHANGE_REPORT = re.compile(
@@ -95,14 +94,50 @@ _DECISION = re.compile(
     r"went with|chose|choose|chosen|picked|opted for|opting for|instead\b|rather than|switch(?:ed|ing)? to|"
     r"prefer(?:red|s)?\b|(?:don'?t|do not)\b[^.;]*,\s*use\b)"
     r"|决定|改用|选择|采用|而不是|不用|换成|还是用|不要", re.I)
+#: A recommendation is the decision of a review or an analysis ("I would not use three optional fields",
+#: "Best shape: `embedding_inputs`", "我建议改用…"). Only the extractive note adds these: the LLM's hints
+#: (``decision_candidates`` without ``recommendations``) are part of its recorded prompts.
+_RECOMMEND = re.compile(
+    r"\bI(?:'d| would)(?: not| rather)? (?:use|avoid|keep|go with|recommend|pick|choose|prefer|model|make|split|move)\b"
+    r"|\bI (?:recommend|suggest)\b|\b(?:my )?recommendation(?: is)?\s*[:：]|\brecommended (?:approach|fix|option|shape|path)\b"
+    r"|\b(?:best|safest|simplest) (?:option|approach|shape|fix|choice|path)\s*(?:is\b|[:：])"
+    r"|我(?:建议|建議|推荐|推薦|倾向|傾向)|建议(?:用|使用|采用|改|把|将)|最好(?:用|使用|改用)", re.I)
+#: Choice words in the other languages sessions are held in (Portuguese, Spanish, French, German, Russian): the
+#: note quotes the session, so its decisions are found in the session's own words.
+_DECISION_OTHER = re.compile(
+    r"\b(?:decid(?:i|imos|iu|í|ió|ido)|opt(?:ei|amos|ou|é)|escolh(?:i|emos|eu)|eleg(?:í|imos)|em vez de|ao inv[ée]s de"
+    r"|en (?:lugar|vez) de|vamos usar|vou usar|mudei para|troquei|recomendo|recomiendo|j'ai choisi|au lieu de"
+    r"|je recommande|stattdessen|entschieden|empfehle)\b"
+    r"|(?<![А-Яа-яЁё])(?:решил[аи]?|решено|выбрал[аи]?|вместо|рекомендую|рекомендуется|предлагаю|лучше использовать)"
+    r"(?![А-Яа-яЁё])", re.I)
+#: A change made for a stated reason is a choice too ("移除Spring Boot Maven插件，因为common是一个库模块", "moving the
+#: import inside main() to avoid the circular import"): a change verb and a reason in one sentence, not a guess or
+#: a failure's post-mortem ("likely because", "failed because I used a host path"). "since" is left out: it
+#: explains far more often than it decides ("the replace() call is a no-op since the lexer changed").
+_REASON = re.compile(r"\b(?:because|so that|to avoid|to prevent)\b|因为|由于|以便|为了|避免|以免", re.I)
+_REASON_CHANGE = re.compile(
+    r"\b(?:using|used|switch(?:ed|ing)|mov(?:ed|ing)|remov(?:ed|ing)|replac(?:ed|ing)|skipp(?:ed|ing)|dropp(?:ed|ing)"
+    r"|disabl(?:ed|ing)|renam(?:ed|ing)|splitting|pinn(?:ed|ing)|revert(?:ed|ing)|exclud(?:ed|ing)|downgrad(?:ed|ing)"
+    r"|wrapp(?:ed|ing))\b|^(?:use|switch|move|remove|replace|skip|drop|disable|rename|split|pin|revert|exclude|wrap)\b"
+    r"|\b(?:I'll|I will|we'll|we will|let's|let me)\s+(?:use|switch|move|remove|replace|skip|drop|disable|rename|split"
+    r"|pin|revert|exclude|wrap)\b|移除|删除|改为|改用|改成|跳过|去掉|替换|禁用|拆分|降级|不应|不需要|换成", re.I)
+_GUESS = re.compile(r"\b(?:likely|probably|perhaps|maybe|seems?|fail\w*|error\w*)\b|可能|似乎|失败|报错", re.I)
+
+
+def _reasoned(sentence: str) -> bool:
+    return bool(_REASON.search(sentence) and _REASON_CHANGE.search(sentence) and not _GUESS.search(sentence))
+
+
 _CORRECTION = re.compile(r"^(?:no,\s|actually,?\s)", re.I)
 _REJECTED = (
     re.compile(r"\binstead of\s+(?:using\s+)?([^,.;:!?()]+)", re.I),
     re.compile(r"\brather than\s+(?:using\s+)?([^,.;:!?()]+)", re.I),
     re.compile(r"\b(?:chose|choose|chosen|picked|prefer\w*|going with|went with)\b[^.;]*?\bover\s+([^,.;:!?()]+)",
                re.I),
-    re.compile(r"\b(?:don'?t|do not) use\s+([^,.;:!?()]+)", re.I),
+    re.compile(r"\b(?:don'?t|do not|would not|wouldn'?t) use\s+([^,.;:!?()]+)", re.I),
     re.compile(r"\bswitch(?:ed|ing)? from\s+([^,.;:!?()]+?)\s+to\b", re.I),
+    re.compile(r"\b(?:em vez de|ao inv[ée]s de|en (?:lugar|vez) de|au lieu de)\s+([^,.;:!?()]+)", re.I),
+    re.compile(r"(?<![А-Яа-яЁё])вместо\s+([^,.;:!?()]+)", re.I),
     re.compile(r"而不是(?:用|使用)?([^，。；,.;！？]+)"),
     re.compile(r"(?:不用|不要)(?:再)?(?:用|使用)?([^，。；,.;！？]+)"),
     re.compile(r"把([^，。；,.;！？]+?)(?:换成|改成)"),
@@ -127,10 +162,54 @@ _LEAD_IN = re.compile(r"[:：]\W*$")
 _ADOPTED = re.compile(r"\b(?:decided|went with|switch(?:ed)? to|instead|rather than)\b|决定|改用|采用|换成|而不是", re.I)
 
 
+# Choice words that choose nothing: a UI's "选择框"/"可选择" (a select box, selectable), "什么都不用管" (no need
+# to), "your chosen model" and "can choose from" (instructions), "switch gears" (an idiom).
+_NOT_A_CHOICE = re.compile(
+    r"选择[框器项性题]|可(?:以)?选择|(?:都|也|就)不用|\b(?:your|the|their|a) chosen\b"
+    r"|\b(?:can|could|to|may|might|will|must|should|let [\w/]+) choose\b|\bchooses\b|\bchoose (?:from|between)\b"
+    r"|\bswitch(?:ed|ing)? gears\b", re.I)
+# Not a sentence anyone decided in: a heading (also a bold line), a table row, or data (a JSON list of asks
+# pasted back).
+_NOT_PROSE = re.compile(r"^#|^\*\*[^*]+\*\*[:：]?$|\s\|\s|^[\"',\]\[{}]|\"\s*,\s*\"")
+_UNITS = re.compile(r"[\u3400-\u9fff]|[^\W\d_\u3400-\u9fff]{2,}")  # a CJK character or a word in any other script
+_CODE_SPAN = re.compile(r"`[^`\n]*`")
+
+
+def _chooses(text: str) -> bool:
+    rest = _NOT_A_CHOICE.sub(" ", text)
+    return bool(_DECISION.search(rest) or _RECOMMEND.search(rest) or _DECISION_OTHER.search(rest) or _reasoned(rest)
+                or _CORRECTION.match(rest))
+
+
 def _firm(choice: str) -> bool:
+    prose = _CODE_SPAN.sub("`…`", choice)  # "Best shape: `X | None`" is no table row
+    # A question asked mid-sentence chooses only if its answer follows ("要不要納入 X?— 我傾向納入");
+    # "Why did you choose EKS over Kubernetes?" asks.
+    if _NOT_PROSE.search(prose) or not _chooses(re.split(r"[?？]", prose)[-1]):
+        return False
+    if len(_UNITS.findall(choice)) < 3:  # a label ("Recommended Shape"), not a sentence
+        return False
     # Hedges count in the choice itself, not in its reason ("use X, because Y might time out").
     return not _TENTATIVE.search(_RATIONALE.sub("", choice)) and (
         not _LEAD_IN.search(choice) or bool(_ADOPTED.search(choice)))
+
+
+#: The most decisions a note lists; a long session has more candidates, so the firmest are kept.
+MAX_DECISIONS = 12
+# A choice that names its verb (decided, switched to, went with, 决定, 改用): firmer than one that only contrasts.
+_STRONG = re.compile(
+    r"\b(?:decided|decide to|chose|opted|went with|going with|picked|switch(?:ed|ing)? to|we'?ll use|let'?s use"
+    r"|recommend\w*)\b|决定|改用|采用|换成|选用|建议|建議|推荐", re.I)
+
+
+def _strongest(decisions: list[Decision], limit: int = MAX_DECISIONS) -> list[Decision]:
+    """At most ``limit`` decisions, in session order: a named choice verb, a reason and a rejected option each
+    make a decision firmer; among equals the earlier stays (the first statement of a choice is its source)."""
+    if len(decisions) <= limit:
+        return decisions
+    score = {id(d): 2 * bool(_STRONG.search(d.choice)) + bool(d.rationale) + bool(d.rejected) for d in decisions}
+    keep = {id(d) for d in sorted(decisions, key=lambda d: -score[id(d)])[:limit]}
+    return [d for d in decisions if id(d) in keep]
 
 
 def _plain(d: Decision) -> Decision:
@@ -219,17 +298,29 @@ def user_asks(messages: Sequence[Message], lang: str | None = None) -> list[str]
 # --------------------------------------------------------------------------- decisions
 
 
-def decision_candidates(messages: Sequence[Message]) -> list[Decision]:
-    """Sentences with explicit choice language (English and Chinese), with rejected options and evidence."""
+def decision_candidates(messages: Sequence[Message], *, recommendations: bool = False) -> list[Decision]:
+    """Sentences with explicit choice language (English and Chinese), with rejected options and evidence.
+
+    With ``recommendations``, a review's recommendations count as well (``_RECOMMEND``).
+    """
     out: dict[str, Decision] = {}
+
+    def chooses(text: str) -> bool:
+        return bool(_DECISION.search(text) or (recommendations and (
+            _RECOMMEND.search(text) or _DECISION_OTHER.search(text) or _reasoned(text))))
+
+    def may_choose(text: str) -> bool:  # the whole reply: any sentence of it may be the reasoned one
+        return bool(_DECISION.search(text) or (recommendations and (
+            _RECOMMEND.search(text) or _DECISION_OTHER.search(text) or _REASON.search(text))))
+
     for m in _live(messages):
         if m.role not in ("user", "assistant") or (m.role == "user" and _kind(m) != "ask"):
             continue
-        if m.role == "assistant" and not _DECISION.search(m.content):
+        if m.role == "assistant" and not may_choose(m.content):
             continue  # one scan of the reply instead of one per sentence: most replies choose nothing
         for sentence in _sentences(_prose(m.content) if m.role == "user" else m.content):
             correction = m.role == "user" and _CORRECTION.match(sentence)
-            if sentence.endswith(("?", "？")) or not (correction or _DECISION.search(sentence)):
+            if sentence.endswith(("?", "？")) or not (correction or chooses(sentence)):
                 continue
             rejected: list[str] = []
             for pattern in _REJECTED:
@@ -369,14 +460,16 @@ def _done_text(msgs: list[Message], cwd: str | None, lang: str) -> str:
         said = [s for heading, s in sentences
                 if not heading and len(s) >= 12 and (_ACTION.search(s) or _DONE.search(s))][:2]
         said = said or [s for heading, s in sentences if not heading and s][:1] or [s for _, s in sentences if s][:1]
-        # What the agent said it changed on the way ("I removed the interruptionQueue setting"): a
-        # long phase's last reply often says only "done", while the substance was reported earlier.
-        earlier = [" ".join(_MARKUP.sub("", s).split()) for r in _replies(msgs) if r is not replies[-1]
+        # What the agent said it changed ("I removed the interruptionQueue setting", "改用 AuthService.userLogin()"):
+        # a long phase's last reply often says only "done", while the substance was reported earlier, and
+        # a reply that does report its changes lists them after a lead-in sentence.
+        earlier = [" ".join(_MARKUP.sub("", s).split()) for r in _replies(msgs)
                    for s in _sentences(r.content)
                    if not s.startswith("#") and 16 <= len(s) <= 240 and s.count("`") % 2 == 0
                    and _CHANGE_REPORT.search(s) and not _ADVICE_OR_PLAN.search(s)]
         said = [*list(dict.fromkeys(e for e in earlier if e not in said))[-EARLIER_ACTIONS:], *said]
     changed = [t.path for t in file_touches(msgs, cwd) if t.action not in ("read", "deleted") and not is_scratch(t.path)]
+    changed = [p for p in changed if not p.startswith(("/", "~")) or _quoted(p, msgs)]
     sep, stop = ("、", "。") if lang == "zh" else (", ", ".")
     if changed:
         # Each list ends like a sentence: the phase text joins its parts with spaces.
@@ -388,6 +481,13 @@ def _done_text(msgs: list[Message], cwd: str | None, lang: str) -> str:
             f"`{c}`" if len(c) <= 100 else f"`{c[:99].rstrip()}`…" for c in ran) + stop)
     # An empty code span ("in ``.", a link the export dropped) would pair the wrong backticks.
     return _clip(_EMPTY_CODE.sub("", " ".join(said)), 600)
+
+
+def _quoted(path: str, msgs: list[Message]) -> bool:
+    """Whether the session wrote ``path`` out. An absolute path facts composed (a Hermes skill's folder from
+    ``skill_view`` plus ``SKILL.md``) is listed under the note's output files; the phase's prose quotes
+    only what the session said."""
+    return any(path in m.content or any(path in str(c.arguments) for c in m.tool_calls) for m in msgs)
 
 
 def _notable_commands(msgs: list[Message], limit: int = 4) -> list[str]:
@@ -402,7 +502,7 @@ def _notable_commands(msgs: list[Message], limit: int = 4) -> list[str]:
         for call in m.tool_calls if m.role == "assistant" else ():
             if call.name.lower() not in COMMAND_TOOLS or result_failed(results.get(call.id or "")):
                 continue
-            raw = (command_text(call.arguments) or "").strip()
+            raw = (call_command(call.arguments, results.get(call.id or "")) or "").strip()
             # Scripts (heredocs, several lines, comments, code for an ``exec`` tool) are not one command.
             if not raw or "\n" in raw or "`" in raw or raw.startswith(("#", "const ", "await ", "import ")):
                 continue
@@ -486,7 +586,8 @@ def summarise_extractive(
         title=_clip(session.title, 80) if session.title else _title(goal),
         goal=goal,
         phases=tuple(phases),
-        decisions=tuple([_plain(d) for d in decision_candidates(session.messages) if _firm(d.choice)][:12]),
+        decisions=tuple(_strongest([_plain(d) for d in decision_candidates(session.messages, recommendations=True)
+                                    if _firm(d.choice)])),
         output_files=tuple(facts.output_files),
         open_items=tuple(open_items(session)),
         errors=tuple(Problem(error=e) for e in facts.errors[:NOTE_ERRORS_MAX]),
