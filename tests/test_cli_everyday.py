@@ -163,7 +163,9 @@ def test_extractive_summary_line_reports_calls_tokens_and_cost(tmp_path: Path) -
 
 def test_ctrl_c_says_what_is_kept_stops_the_server_and_the_same_command_goes_on(tmp_path: Path) -> None:
     db, out, (model, env) = _db(tmp_path), tmp_path / "notes", _local(tmp_path, delay=0.4)
-    cmd = [str(DISTILL), "--db", str(db), "--all", "--out", str(out), *model]
+    # One call at a time: notes land one by one, so the first note leaves the others to interrupt (with
+    # four at once they could all land before the signal, on a busy machine).
+    cmd = [str(DISTILL), "--db", str(db), "--all", "--out", str(out), "--jobs", "1", *model]
     proc = subprocess.Popen(cmd, env={**user_env(tmp_path), **env}, cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:

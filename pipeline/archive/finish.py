@@ -36,6 +36,9 @@ def finish_run(out: Path, written: Sequence[str], *, git: bool = True, link_limi
 
     notices: list[str] = []
     linked = Linked()
+    if git:
+        # Notes a killed run wrote are "unchanged" to this one, which would leave them unlinked for good.
+        written = [*written, *_unfinished(out, written)]
     if written:
         try:
             kwargs = {} if link_limit == -1 else {"limit": link_limit}
@@ -53,6 +56,38 @@ def finish_run(out: Path, written: Sequence[str], *, git: bool = True, link_limi
             notices.append(f"not committed: {exc}; the next run commits the notes")
     notices = [*linked.notices, *notices]
     return Finished(commit=commit, linked=linked.notes, projects=linked.projects, notices=tuple(notices))
+
+
+def ensure_repository(out: Path) -> None:
+    """Make an existing output folder a repository before a run writes into it.
+
+    Then every note a run writes is a change git sees, so if the run is killed before its link pass
+    and commit, the next run finds those notes (``_unfinished``) instead of calling them unchanged.
+    A folder that does not exist yet (a first run) or that sits inside another repository is left
+    alone: ``checkpoint`` creates or declines the repository when the run ends, as before.
+    """
+    from pipeline.archive.git import Repo, toplevel
+
+    out = Path(out)
+    try:
+        if out.is_dir() and not (out / ".git").exists() and toplevel(out) is None:
+            Repo.init(out)
+    except (DistillError, OSError):
+        pass  # the commit step reports what is wrong with the repository
+
+
+def _unfinished(out: Path, written: Sequence[str]) -> list[str]:
+    """Session notes distill changed but never committed: what an interrupted run left to link."""
+    from pipeline.archive.git import Repo
+    from pipeline.archive.versions import pending
+
+    try:
+        repo = Repo.find(out)
+        if repo is None or repo.busy():
+            return []
+        return [p for p in pending(repo, repo.status(), written) if not p.startswith(("projects/", "skills/"))]
+    except (DistillError, OSError):
+        return []  # the commit step reports what is wrong with the repository
 
 
 def relink(out: Path) -> Finished:

@@ -193,6 +193,10 @@ def run(
         report.mark_setup_done()
         # A dry run must not even create the output directory; the index is saved once at the end.
         store = NoteStore(settings.out, create=not settings.dry_run, autosave=False)
+        if settings.git and not settings.dry_run and ids:
+            from pipeline.archive.finish import ensure_repository
+
+            ensure_repository(settings.out)
         seen = _Fingerprints(settings.out)
         steps = range(len(ids)) if llm is not None else _iterate_n(len(ids), progress)
         distil = partial(distill_session, settings=settings, store=store, summarise=summarise,
