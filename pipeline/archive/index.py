@@ -343,7 +343,7 @@ def lexical_signal(out: Path, record: NoteRecord) -> tuple[dict[str, int], dict[
     """(identifier terms, goal/decision word terms) of a note: skill detection's lexical features
     (``pipeline.skills.lexical``), with the commands, tools and errors of the run's evidence sidecar."""
     from pipeline.skills.evidence import Evidence, load_sidecar
-    from pipeline.skills.lexical import lexical_terms
+    from pipeline.skills.lexical import lexical_terms, word_terms
 
     side = load_sidecar(out, record.id)
     ev = Evidence(
@@ -352,7 +352,7 @@ def lexical_signal(out: Path, record: NoteRecord) -> tuple[dict[str, int], dict[
         commands=side.commands if side else (), tools=side.tools if side else (), errors=side.errors if side else (),
     )
     terms = lexical_terms(ev, words=False)
-    words = {t: c for t, c in lexical_terms(ev, words=True).items() if t.startswith("w:")}
+    words = dict(word_terms(ev))  # identifier terms never start with "w:": the same dict, computed once
     return dict(terms), words
 
 
