@@ -96,13 +96,17 @@ def harness_error(msg: Message) -> bool:
     """
     if msg.role == "tool" or msg.tool_calls:
         return False
-    text = msg.content.strip()
+    return _harness_text(msg.content)
+
+
+@lru_cache(maxsize=1024)
+def _harness_text(content: str) -> bool:
+    # Cached like ``_text_kind``: every helper asks again about the same messages (~4 times each).
+    text = content.strip()
     if not 0 < len(text) <= 300:
         return False
-    if text.isascii():
-        low = text.lower()
-        if not any(word in low for word in _HARNESS_ERROR_NEEDS):
-            return False
+    if text.isascii() and not any(map(text.lower().__contains__, _HARNESS_ERROR_NEEDS)):
+        return False
     return bool(_HARNESS_ERROR.search(text))
 
 
