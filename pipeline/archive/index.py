@@ -51,6 +51,9 @@ SCHEMA_VERSION = 1
 #: Top-level folders of the archive that hold no session notes: distill's own, and a vault's hidden ones.
 SKIP_DIRS = frozenset({"skills", "projects"})
 
+#: Rows read and inserted per ``executemany``: memory stays flat in the number of notes read at once.
+INSERT_BATCH = 200
+
 #: Columns of ``notes`` that hold a list, stored as JSON text.
 LIST_COLUMNS = ("projects", "tags", "decisions", "output_files", "open_items")
 
@@ -261,6 +264,9 @@ class ArchiveIndex:
                 for rel in changed:
                     rows.append(self._row(rel, disk[rel], problems))
                     read += 1
+                    if len(rows) >= INSERT_BATCH:  # a cold run's 2,000 rows at once held their text twice
+                        self._insert(rows)
+                        rows = []
                 removed = len(gone)
                 if rows:
                     self._insert(rows)

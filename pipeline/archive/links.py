@@ -55,6 +55,10 @@ EMBED_BUDGET = 64
 #: rest with ``distill index --links`` (about 10 ms a note).
 LINK_MAX = 200
 
+#: The ``notes`` columns the link pass reads for every note (``NoteRecord`` fields but goal and text).
+LINK_COLUMNS = ("path", "id", "title", "date", "started_at", "source", "model", "projects", "tags", "end_state",
+                "message_count", "cost_usd", "language", "version", "decisions", "output_files", "open_items")
+
 _LINEAGE_KEYS = ("parent", "branched_from", "delegated_from", "reset_from", "segment", "child", "branch", "subagent")
 _REVERSE = {"branched_from": "branch", "delegated_from": "subagent", "parent": "child", "reset_from": "child",
             "branch": "branched_from", "subagent": "delegated_from", "child": "parent"}
@@ -402,8 +406,11 @@ def link_run(out: Path, written: Sequence[str], *, projects: Iterable[str] = (),
     with archive_lock(out):
         index, stats = open_index(out)
         try:
-            rows = index.query("SELECT * FROM notes WHERE kind = 'session'")
+            # Every note's record, without the text columns (search text, terms) this pass never reads:
+            # with them, a cold run's peak memory grew with the number of notes in the archive.
+            rows = index.query(f"SELECT n, {', '.join(LINK_COLUMNS)} FROM notes WHERE kind = 'session'")
             recs = {r["n"]: record_from_row(r) for r in rows}
+            del rows
             by_id = {r.id: r for r in recs.values()}
             by_path = {r.path: r for r in recs.values()}
             n_of = {r.path: n for n, r in recs.items()}
