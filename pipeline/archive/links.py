@@ -300,14 +300,17 @@ def related_notes(index: ArchiveIndex, targets: Sequence[int], *, embedder: Call
         if not semantic:  # as detection: words only when there is no semantic signal for prose
             terms.update(json.loads(r["wordterms"] or "{}"))
         docs[r["n"]] = terms
+    del rows  # the JSON text of every note's terms: not needed once counted (peak memory)
     tfidf = _tfidf(docs)
+    n_docs = len(docs)
+    del docs
     postings: dict[str, list[tuple[int, float]]] = {}
     for n, vec in tfidf.items():
         for term, weight in vec.items():
             postings.setdefault(term, []).append((n, weight))
     # Terms in more than a tenth of the notes (and 50) carry little weight after IDF and would make
     # the pass quadratic (every pair shares them); their part of the cosine is left out.
-    common = max(50, len(docs) // 10)
+    common = max(50, n_docs // 10)
     postings = {t: p for t, p in postings.items() if len(p) <= common}
     found: dict[int, list[tuple[int, float]]] = {}
     floor = RELATED_FLOOR if semantic else RELATED_FLOOR_LEXICAL
