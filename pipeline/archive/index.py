@@ -51,6 +51,9 @@ SCHEMA_VERSION = 1
 #: Top-level folders of the archive that hold no session notes: distill's own, and a vault's hidden ones.
 SKIP_DIRS = frozenset({"skills", "projects"})
 
+#: Rows read and inserted per ``executemany``: memory stays flat in the number of notes read at once.
+INSERT_BATCH = 200
+
 #: Columns of ``notes`` that hold a list, stored as JSON text.
 LIST_COLUMNS = ("projects", "tags", "decisions", "output_files", "open_items")
 
@@ -261,6 +264,9 @@ class ArchiveIndex:
                 for rel in changed:
                     rows.append(self._row(rel, disk[rel], problems))
                     read += 1
+                    if len(rows) >= INSERT_BATCH:  # a cold run's 2,000 rows at once held their text twice
+                        self._insert(rows)
+                        rows = []
                 removed = len(gone)
                 if rows:
                     self._insert(rows)
@@ -343,7 +349,7 @@ def lexical_signal(out: Path, record: NoteRecord) -> tuple[dict[str, int], dict[
     """(identifier terms, goal/decision word terms) of a note: skill detection's lexical features
     (``pipeline.skills.lexical``), with the commands, tools and errors of the run's evidence sidecar."""
     from pipeline.skills.evidence import Evidence, load_sidecar
-    from pipeline.skills.lexical import lexical_terms
+    from pipeline.skills.lexical import lexical_terms, word_terms
 
     side = load_sidecar(out, record.id)
     ev = Evidence(
@@ -352,7 +358,7 @@ def lexical_signal(out: Path, record: NoteRecord) -> tuple[dict[str, int], dict[
         commands=side.commands if side else (), tools=side.tools if side else (), errors=side.errors if side else (),
     )
     terms = lexical_terms(ev, words=False)
-    words = {t: c for t, c in lexical_terms(ev, words=True).items() if t.startswith("w:")}
+    words = dict(word_terms(ev))  # identifier terms never start with "w:": the same dict, computed once
     return dict(terms), words
 
 

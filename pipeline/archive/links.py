@@ -55,6 +55,10 @@ EMBED_BUDGET = 64
 #: rest with ``distill index --links`` (about 10 ms a note).
 LINK_MAX = 200
 
+#: The ``notes`` columns the link pass reads for every note (``NoteRecord`` fields but goal and text).
+LINK_COLUMNS = ("path", "id", "title", "date", "started_at", "source", "model", "projects", "tags", "end_state",
+                "message_count", "cost_usd", "language", "version", "decisions", "output_files", "open_items")
+
 _LINEAGE_KEYS = ("parent", "branched_from", "delegated_from", "reset_from", "segment", "child", "branch", "subagent")
 _REVERSE = {"branched_from": "branch", "delegated_from": "subagent", "parent": "child", "reset_from": "child",
             "branch": "branched_from", "subagent": "delegated_from", "child": "parent"}
@@ -296,14 +300,17 @@ def related_notes(index: ArchiveIndex, targets: Sequence[int], *, embedder: Call
         if not semantic:  # as detection: words only when there is no semantic signal for prose
             terms.update(json.loads(r["wordterms"] or "{}"))
         docs[r["n"]] = terms
+    del rows  # the JSON text of every note's terms: not needed once counted (peak memory)
     tfidf = _tfidf(docs)
+    n_docs = len(docs)
+    del docs
     postings: dict[str, list[tuple[int, float]]] = {}
     for n, vec in tfidf.items():
         for term, weight in vec.items():
             postings.setdefault(term, []).append((n, weight))
     # Terms in more than a tenth of the notes (and 50) carry little weight after IDF and would make
     # the pass quadratic (every pair shares them); their part of the cosine is left out.
-    common = max(50, len(docs) // 10)
+    common = max(50, n_docs // 10)
     postings = {t: p for t, p in postings.items() if len(p) <= common}
     found: dict[int, list[tuple[int, float]]] = {}
     floor = RELATED_FLOOR if semantic else RELATED_FLOOR_LEXICAL
@@ -402,8 +409,11 @@ def link_run(out: Path, written: Sequence[str], *, projects: Iterable[str] = (),
     with archive_lock(out):
         index, stats = open_index(out)
         try:
-            rows = index.query("SELECT * FROM notes WHERE kind = 'session'")
+            # Every note's record, without the text columns (search text, terms) this pass never reads:
+            # with them, a cold run's peak memory grew with the number of notes in the archive.
+            rows = index.query(f"SELECT n, {', '.join(LINK_COLUMNS)} FROM notes WHERE kind = 'session'")
             recs = {r["n"]: record_from_row(r) for r in rows}
+            del rows
             by_id = {r.id: r for r in recs.values()}
             by_path = {r.path: r for r in recs.values()}
             n_of = {r.path: n for n, r in recs.items()}

@@ -38,7 +38,7 @@ from typing import Any, TypeGuard
 from pipeline.facts.lang import session_language
 from pipeline.facts.shell import command_text, normalise_path, shell_file_ops
 from pipeline.facts.turns import typed_by_user
-from pipeline.models import Chunk, Facts, FileAction, FileTouch, Message, Session
+from pipeline.models import Chunk, Facts, FileAction, FileTouch, Message, Session, ToolCall
 
 COMMAND_TOOLS = frozenset({
     "terminal", "bash", "shell", "exec_command", "shell_command", "exec", "run_terminal_cmd",
@@ -285,7 +285,7 @@ def _arg_path(args: dict[str, Any]) -> str | None:
     return next((args[k] for k in _PATH_KEYS if isinstance(args.get(k), str) and args[k]), None)
 
 
-def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | None, out: _Touches) -> None:
+def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | None, out: _Touches | _Recorder) -> None:
     lname = name.lower()
     failed = result_failed(result_msg)
     if failed and lname not in COMMAND_TOOLS:
@@ -338,6 +338,42 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
         out.add(path, action, name)
 
 
+#: What ``_call_touches`` adds for one call: ``(path, action, tool, base)`` each.
+_Op = tuple[str | None, FileAction, str | None, str | None]
+
+
+class _Recorder:
+    """Collects a ``_call_touches`` pass's ``add`` calls, to replay them into any ``_Touches``."""
+
+    def __init__(self) -> None:
+        self.ops: list[_Op] = []
+
+    def add(self, path: str | None, action: FileAction, tool: str | None, base: str | None = None) -> None:
+        self.ops.append((path, action, tool, base))
+
+
+#: (id(call), id(result)) → (call, result, ops). The summariser asks for the file touches of each phase
+#: after the facts asked for the session's, so every call was parsed (shell words, patches, JSON
+#: results) twice. The entry holds the objects it is keyed by, so an id cannot be reused while it is
+#: here and a hit is checked by identity; the table is emptied when full (memory stays flat).
+_CALL_OPS: dict[tuple[int, int], tuple[object, object, tuple[_Op, ...]]] = {}
+_CALL_OPS_MAX = 1024
+
+
+def _call_ops(call: ToolCall, result_msg: Message | None) -> tuple[_Op, ...]:
+    key = (id(call), id(result_msg))
+    hit = _CALL_OPS.get(key)
+    if hit is not None and hit[0] is call and hit[1] is result_msg:
+        return hit[2]
+    recorder = _Recorder()
+    _call_touches(call.name, call.arguments, result_msg, recorder)
+    ops = tuple(recorder.ops)
+    if len(_CALL_OPS) >= _CALL_OPS_MAX:
+        _CALL_OPS.clear()
+    _CALL_OPS[key] = (call, result_msg, ops)
+    return ops
+
+
 def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source: str | None = None) -> list[FileTouch]:
     """Files touched by the tool calls in ``messages``, in first-touch order, one entry per path.
 
@@ -357,12 +393,16 @@ def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source:
                 out.add(path, "modified", "edit_block")
         for call in m.tool_calls if m.role == "assistant" else ():
             result = results.get(call.id) if call.id else None
-            if (stated := parse_result(result)) and isinstance(stated.get("skill_dir"), str) and stated.get("name"):
+            # Only a result that names a skill folder is parsed here: the rest is parsed once, in _call_ops.
+            if (result is not None and "skill_dir" in result.content and (stated := parse_result(result))
+                    and isinstance(stated.get("skill_dir"), str) and stated.get("name")):
                 skill_dirs[str(stated["name"])] = stated["skill_dir"]
             if call.name.lower() == "skill_manage":
+                # Depends on the skill folders seen so far in the session: not replayed from the cache.
                 _skill_touch(call.arguments, result, skill_dirs, out)
             else:
-                _call_touches(call.name, call.arguments, result, out)
+                for op in _call_ops(call, result):
+                    out.add(*op)
     return out.result()
 
 

@@ -312,7 +312,13 @@ class NoteStore:
             self._listings[directory] = cached
         marker = f"-{short}"
         names = [n for n in cached[1] if marker in n]  # a cheap screen before the exact pattern
-        return [directory / n for n in sorted(fnmatch.filter(names, f"*-{short}*.md"))]
+        if any(c in short for c in "*?["):
+            return [directory / n for n in sorted(fnmatch.filter(names, f"*-{short}*.md"))]
+        # ``*-<short>*.md`` spelled out: fnmatch compiles a regex per new pattern, and every session
+        # has its own (1 ms each, a second of a cold run over 2,000 sessions).
+        # normcase as fnmatch applies it (case-insensitive on Windows).
+        mark = os.path.normcase(marker)
+        return [directory / n for n in sorted(names) if _ends_md_after(os.path.normcase(n), mark)]
 
     def _listed(self, path: Path) -> None:
         """Add a file this store just wrote to its folder's cached listing."""
@@ -409,6 +415,11 @@ class NoteStore:
             raise OutputError(
                 f"timed out after {self.lock_timeout}s waiting for {path}; is another distill still running?"
             ) from exc
+
+
+def _ends_md_after(name: str, marker: str) -> bool:
+    """``fnmatch(name, f"*{marker}*.md")`` for a marker without wildcards."""
+    return name.endswith(".md") and marker in name[:-3]
 
 
 # --------------------------------------------------------------------------- merging with user edits

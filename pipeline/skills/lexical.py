@@ -15,6 +15,7 @@ import re
 import shlex
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 from pipeline.skills.evidence import Evidence
 
@@ -53,6 +54,13 @@ def canonical_tool(name: str) -> str:
 
 def command_signatures(command: str) -> list[str]:
     """``cd docs && npm run build | tee log`` → ``["npm run", "tee"]``: program + first sub-word."""
+    return list(_command_signatures(command))
+
+
+@lru_cache(maxsize=4096)
+def _command_signatures(command: str) -> tuple[str, ...]:
+    # Cached: agents run the same commands across sessions (``pytest -q``, ``git status``), and each
+    # costs a shlex pass per segment; the index computes them for every note a run writes.
     sigs: list[str] = []
     for seg in _SEGMENT_SPLIT.split(command.strip()):
         try:
@@ -70,7 +78,7 @@ def command_signatures(command: str) -> list[str]:
             prog, toks = toks[2].lower(), toks[2:]
         sub = next((t.lower() for t in toks[1:4] if re.fullmatch(r"[a-z][a-z0-9_-]{1,24}", t, re.I)), None)
         sigs.append(f"{prog} {sub}" if sub else prog)
-    return sigs
+    return tuple(sigs)
 
 
 def error_signature(error: str) -> str:
@@ -118,8 +126,13 @@ def lexical_terms(ev: Evidence, *, words: bool = True) -> Counter[str]:
         terms.update("t:" + t for t in canon)
         terms.update(f"s:{a}>{b}" for a, b in itertools.pairwise(canon))
     if words:
-        terms.update("w:" + w for w in text_terms(" ".join([ev.goal, ev.title, *ev.decisions[:6]])))
+        terms.update(word_terms(ev))
     return terms
+
+
+def word_terms(ev: Evidence) -> Counter[str]:
+    """The ``w:`` (goal, title and decision words) part of ``lexical_terms``, alone."""
+    return Counter("w:" + w for w in text_terms(" ".join([ev.goal, ev.title, *ev.decisions[:6]])))
 
 
 def tfidf_vectors(docs: Sequence[Counter[str]]) -> list[dict[str, float]]:
