@@ -12,17 +12,19 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pipeline.llm import local as localmodel
 from pipeline.llm.local import LocalModelError, LocalServer, ensure_gguf
-from pipeline.llm.serve import force_named_tool
+from pipeline.llm.serve import as_tool_call, forced_tool
 from tests.shell import run_distill
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,23 +101,36 @@ def test_parts_marker_names_the_exact_files(tmp_path, monkeypatch):
     assert not localmodel.parts_verified(parts)
 
 
-def test_forced_tool_call_becomes_required_with_that_tool_only():
+def test_forced_tool_call_goes_as_a_json_schema_and_comes_back_as_the_tool_call():
     """The body instructor really sends (from a recorded cassette) is rewritten; others pass untouched."""
     import yaml
 
     sent = yaml.safe_load(CASSETTE.read_text())["interactions"][0]["request"]["body"]
-    assert json.loads(sent)["tool_choice"] == {"type": "function", "function": {"name": "ChunkSummary"}}
-    body = json.loads(force_named_tool(sent.encode()))
-    assert body["tool_choice"] == "required"
-    assert [t["function"]["name"] for t in body["tools"]] == ["ChunkSummary"]
-    assert body["messages"] == json.loads(sent)["messages"]
+    original = json.loads(sent)
+    assert original["tool_choice"] == {"type": "function", "function": {"name": "ChunkSummary"}}
+    new, name = forced_tool(sent.encode())
+    body = json.loads(new)
+    assert name == "ChunkSummary" and "tools" not in body and "tool_choice" not in body
+    assert body["response_format"] == {"type": "json_schema", "json_schema": {
+        "name": "ChunkSummary", "schema": original["tools"][0]["function"]["parameters"]}}
+    assert body["messages"] == original["messages"] and body["max_tokens"] == original["max_tokens"]
 
-    two = {"tools": [{"type": "function", "function": {"name": n}} for n in ("A", "B")],
+    two = {"tools": [{"type": "function", "function": {"name": n, "parameters": {"title": n}}} for n in ("A", "B")],
            "tool_choice": {"type": "function", "function": {"name": "B"}}}
-    assert [t["function"]["name"] for t in json.loads(force_named_tool(json.dumps(two).encode()))["tools"]] == ["B"]
+    assert json.loads(forced_tool(json.dumps(two).encode())[0])["response_format"]["json_schema"]["schema"] == {"title": "B"}
     for untouched in (b'{"tool_choice": "auto", "tools": []}', b'{"messages": []}', b"not json",
-                      b'{"tool_choice": {"type": "function", "function": {"name": "Missing"}}, "tools": []}'):
-        assert force_named_tool(untouched) == untouched
+                      b'{"tool_choice": {"type": "function", "function": {"name": "Missing"}}, "tools": []}',
+                      json.dumps({**two, "stream": True}).encode()):
+        assert forced_tool(untouched) == (untouched, None)
+
+    answer = {"id": "x", "choices": [{"index": 0, "finish_reason": "stop",
+                                      "message": {"role": "assistant", "content": '\n{"done": "it"}'}}]}
+    back = json.loads(as_tool_call(json.dumps(answer).encode(), "ChunkSummary"))["choices"][0]
+    assert back["finish_reason"] == "tool_calls" and back["message"]["content"] is None
+    assert back["message"]["tool_calls"][0]["function"] == {"name": "ChunkSummary", "arguments": '{"done": "it"}'}
+    answer["choices"][0]["finish_reason"] = "length"  # cut off: instructor must see it as incomplete
+    assert json.loads(as_tool_call(json.dumps(answer).encode(), "C"))["choices"][0]["finish_reason"] == "length"
+    assert as_tool_call(b'{"error": {"message": "no"}}', "C") == b'{"error": {"message": "no"}}'
 
 
 def test_runtime_choice(monkeypatch):
@@ -154,23 +169,130 @@ def test_cli_says_what_the_embedded_model_is_doing(tmp_path):
     assert _servers_for(str(tmp_path)) == []
 
 
-# --------------------------------------------------------------------------- the real model
+# --------------------------------------------------------------------------- the process, on both runtimes
+#
+# Each lifecycle test runs twice: against the fake xllamacpp (tests/fake_llama/xllamacpp: the real
+# serve.py child, memfd, front and stop paths, only the model missing; CI runs these), and against
+# the real runtime and model when they are installed (slow, skipped in CI).
+
+FAKE = ROOT / "tests" / "fake_llama"
+
+
+@pytest.fixture(params=["fake", pytest.param("real", marks=[pytest.mark.slow, needs_model])])
+def served(request, tmp_path, monkeypatch) -> dict[str, Any]:
+    """How to start a server in this test: LocalServer keyword arguments, and the env its child gets."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    if request.param == "real":
+        return {"kind": "real", "kwargs": {"n_ctx": 2048}, "env": {}}
+    parts = [tmp_path / "p1.bin", tmp_path / "p2.bin"]
+    parts[0].write_bytes(b"GGUF" + b"\1" * 1000)
+    parts[1].write_bytes(b"\2" * 3000)
+    monkeypatch.setattr(localmodel, "find_parts", lambda: parts)
+    monkeypatch.setattr(localmodel, "GGUF_SHA256", hashlib.sha256(b"".join(p.read_bytes() for p in parts)).hexdigest())
+    monkeypatch.setenv("PYTHONPATH", str(FAKE))  # the child imports the fake xllamacpp
+    env = {"PYTHONPATH": str(FAKE), "FAKE_PARTS": os.pathsep.join(map(str, parts)),
+           "FAKE_SHA256": localmodel.GGUF_SHA256}
+    return {"kind": "fake", "kwargs": {"runtime": "xllamacpp", "n_ctx": 2048}, "env": env, "parts": parts}
+
+
+def test_one_copy_the_parts_are_served_from_memory(served, tmp_path, caplog):
+    """The model is read from the chunk files into a memfd: no GGUF in the user cache, only a hash marker;
+    the second start skips the hash."""
+    caplog.set_level("INFO", logger="pipeline.llm.local")
+    log = tmp_path / "server.log"
+    with LocalServer(log=log, **served["kwargs"]) as server:
+        assert server.address is not None and server.address.startswith("http://127.0.0.1:")
+    assert "checking its sha256" in caplog.text
+    cache = tmp_path / "cache" / "hermes-distill" / "models"
+    assert sorted(p.name for p in cache.iterdir()) == ["parts.sha256.json"]
+    assert not list((tmp_path / "cache").rglob("*.gguf"))
+    if served["kind"] == "fake":  # what the runtime read is the parts, byte for byte, from /proc/self/fd/N
+        line = next(x for x in log.read_text().splitlines() if "fake llama.cpp server started" in x)
+        assert re.search(r"model /proc/self/fd/\d+ ", line), line
+        assert f"bytes 4004 sha256 {localmodel.GGUF_SHA256}" in line
+    else:
+        assert "loading model '/proc/self/fd/" in log.read_text()
+    caplog.clear()
+    with LocalServer(log=log, **served["kwargs"]):
+        pass
+    assert "reading" in caplog.text and "checking its sha256" not in caplog.text
+
+
+def test_damaged_parts_are_refused(served, tmp_path, monkeypatch):
+    if served["kind"] == "real":
+        pytest.skip("needs damaged parts")
+    monkeypatch.setattr(localmodel, "GGUF_SHA256", "0" * 64)
+    with pytest.raises(LocalModelError, match="add up to sha256"):
+        LocalServer(log=tmp_path / "server.log", **served["kwargs"]).start()
+    assert not (tmp_path / "cache" / "hermes-distill" / "models" / "parts.sha256.json").exists()
+
+
+def test_server_serves_the_alias_on_loopback_only_and_stops_cleanly(served, tmp_path):
+    import urllib.request
+
+    with LocalServer(log=tmp_path / "server.log", **served["kwargs"]) as server:
+        assert server.proc is not None
+        proc, pid = server.proc, server.proc.pid
+        with urllib.request.urlopen(server.api_base + "/models", timeout=10) as r:
+            assert [m["id"] for m in json.load(r)["data"]] == [localmodel.ALIAS]
+        listening = _listening(pid)
+        assert listening and all(a.startswith("0100007F:") for a in listening), listening  # 127.0.0.1 only
+        started = time.monotonic()
+    # Clean: the child exits 0 on stdin EOF, well before stop()'s SIGTERM (10 s) would be sent.
+    assert proc.returncode == 0 and time.monotonic() - started < 8
+    assert not _alive(pid) and server.proc is None
+
+
+def test_forced_tool_call_comes_back_as_that_tool_call(served, tmp_path):
+    """The request body instructor sends (TOOLS mode, object tool_choice) comes back as a tool call.
+    The fake answers an object tool_choice in prose, as llama.cpp does: only the front makes this pass."""
+    import urllib.request
+
+    import yaml
+
+    body = json.loads(yaml.safe_load(CASSETTE.read_text())["interactions"][0]["request"]["body"])
+    if served["kind"] == "real":  # the whole chunk takes minutes on 2 cores: a short one shows the same
+        body["messages"] = [{"role": "system", "content": "Summarise the session."},
+                            {"role": "user", "content": "I renamed util.py to helpers.py and fixed the tests."}]
+        body["max_tokens"] = 200
+    with LocalServer(log=tmp_path / "server.log", **served["kwargs"]) as server:
+        req = urllib.request.Request(server.api_base + "/chat/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=600) as r:
+            answer = json.load(r)
+    [call] = answer["choices"][0]["message"]["tool_calls"]
+    assert call["function"]["name"] == "ChunkSummary"
+    assert isinstance(json.loads(call["function"]["arguments"]), dict)
+
+
+def test_ctrl_c_stops_the_server(served, tmp_path):
+    server = LocalServer(log=tmp_path / "server.log", **served["kwargs"])
+    with pytest.raises(KeyboardInterrupt), server:
+        assert server.proc is not None
+        pid = server.proc.pid
+        raise KeyboardInterrupt
+    assert not _alive(pid)
+
 
 PARENT = """
-import logging, sys
+import logging, os, sys
 from pathlib import Path
 logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-from pipeline.llm.local import LocalServer
-server = LocalServer(n_ctx=2048, log=Path(sys.argv[1]))
+from pipeline.llm import local
+if os.environ.get("FAKE_PARTS"):  # the fake runtime's parts (the test's own monkeypatching is not inherited)
+    parts = [Path(p) for p in os.environ["FAKE_PARTS"].split(os.pathsep)]
+    local.find_parts, local.GGUF_SHA256 = (lambda: parts), os.environ["FAKE_SHA256"]
+server = local.LocalServer(runtime="xllamacpp", n_ctx=2048, log=Path(sys.argv[1]))
 server.start()
 print(server.proc.pid, server.address, flush=True)
 sys.stdin.read()
 """
 
 
-def _start_parent(tmp_path: Path) -> subprocess.Popen[str]:
+def _start_parent(tmp_path: Path, env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path / "server.log")], cwd=ROOT, text=True,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            env={**os.environ, **env}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
 
 
 def _listening(pid: int) -> list[str]:
@@ -196,40 +318,14 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-@pytest.mark.slow
-@needs_model
-def test_server_serves_the_alias_on_loopback_and_stops(tmp_path):
-    import urllib.request
-
-    with LocalServer(n_ctx=2048, log=tmp_path / "server.log") as server:
-        pid = server.proc.pid
-        assert server.address.startswith("http://127.0.0.1:")
-        with urllib.request.urlopen(server.api_base + "/models", timeout=10) as r:
-            assert [m["id"] for m in json.load(r)["data"]] == [localmodel.ALIAS]
-        listening = _listening(pid)
-        assert listening and all(a.startswith("0100007F:") for a in listening), listening  # 127.0.0.1 only
-    assert not _alive(pid) and server.proc is None
-
-
-@pytest.mark.slow
-@needs_model
-def test_ctrl_c_stops_the_server(tmp_path):
-    server = LocalServer(n_ctx=2048, log=tmp_path / "server.log")
-    with pytest.raises(KeyboardInterrupt), server:
-        pid = server.proc.pid
-        raise KeyboardInterrupt
-    assert not _alive(pid)
-
-
-@pytest.mark.slow
-@needs_model
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_server_dies_when_its_parent_is_killed_while_loading(tmp_path):
-    parent = _start_parent(tmp_path)
+def test_server_dies_when_its_parent_is_killed_while_loading(served, tmp_path):
+    env = {**served["env"], "FAKE_LLAMA_LOAD_DELAY": "60"}  # the fake: a load that outlasts the test
+    parent = _start_parent(tmp_path, env)
     try:
         assert parent.stderr is not None
         for line in parent.stderr:  # the model is being read or loaded: not serving yet
-            if "embedded model:" in line:
+            if "embedded model: loading" in line:
                 break
         (child,) = _children(parent.pid)
         parent.send_signal(signal.SIGKILL)
@@ -239,11 +335,9 @@ def test_server_dies_when_its_parent_is_killed_while_loading(tmp_path):
         parent.kill()
 
 
-@pytest.mark.slow
-@needs_model
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_server_dies_when_its_serving_parent_is_killed(tmp_path):
-    parent = _start_parent(tmp_path)
+def test_server_dies_when_its_serving_parent_is_killed(served, tmp_path):
+    parent = _start_parent(tmp_path, served["env"])
     try:
         assert parent.stdout is not None
         child = int(parent.stdout.readline().split()[0])  # ready: the model is loaded and serving
@@ -253,3 +347,38 @@ def test_server_dies_when_its_serving_parent_is_killed(tmp_path):
         assert _gone_within(child, 30)
     finally:
         parent.kill()
+
+
+# --------------------------------------------------------------------------- no runtime
+
+
+def test_no_runtime_installed_is_a_clear_error(tmp_path, monkeypatch):
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(localmodel.importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("xllamacpp", "llama_cpp") else real(name, *a))
+    monkeypatch.delenv("DISTILL_LLAMA_PYTHON", raising=False)
+    monkeypatch.delenv("DISTILL_LOCAL_RUNTIME", raising=False)
+    assert localmodel.runtime() is None and not localmodel.embedded_available()
+    with pytest.raises(LocalModelError, match=r"no llama\.cpp runtime is installed \(pip install 'hermes-distill\[local\]'\)"):
+        LocalServer(gguf).start()
+
+
+def test_cli_names_a_runtime_that_is_missing_or_broken(tmp_path):
+    """The run goes on with extractive notes, and says why in words a user can act on."""
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    proc = run_distill("--demo", "--local-model", str(gguf), home=tmp_path,
+                       env={"DISTILL_LOCAL_RUNTIME": "llama-cpp-python"})
+    assert proc.returncode == 0, proc.stderr
+    assert "embedded model unavailable: llama-cpp-python is not installed" in proc.stderr
+    broken = tmp_path / "broken" / "xllamacpp"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('libgomp.so.1: cannot open shared object file')\n")
+    home = tmp_path / "second"  # a fresh run, not the unchanged re-run of the first
+    home.mkdir()
+    proc = run_distill("--demo", "--local-model", str(gguf), home=home, env={"PYTHONPATH": str(broken.parent)})
+    assert proc.returncode == 0, proc.stderr
+    assert "embedded model unavailable: xllamacpp cannot be imported (libgomp.so.1" in proc.stderr
+    assert "5 written" in proc.stderr

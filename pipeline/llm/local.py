@@ -162,22 +162,22 @@ def _parts_marker_path() -> Path:
     return cache_dir() / "parts.sha256.json"
 
 
-def parts_verified(parts: list[Path]) -> bool:
-    """These exact part files (path, size, mtime) were hashed before and added up to ``GGUF_SHA256``."""
+def parts_verified(parts: list[Path], sha256: str | None = None) -> bool:
+    """These exact part files (path, size, mtime) were hashed before and added up to ``sha256``."""
     try:
         data = json.loads(_parts_marker_path().read_text())
-        return bool(data.get("sha256") == GGUF_SHA256 and data.get("parts") == _parts_stamp(parts))
+        return bool(data.get("sha256") == (sha256 or GGUF_SHA256) and data.get("parts") == _parts_stamp(parts))
     except (OSError, ValueError, AttributeError):
         return False
 
 
-def parts_marker(parts: list[Path]) -> None:
-    """Record that ``parts`` hashed to ``GGUF_SHA256`` (a few hundred bytes in the user cache)."""
+def parts_marker(parts: list[Path], sha256: str | None = None) -> None:
+    """Record that ``parts`` hashed to ``sha256`` (a few hundred bytes in the user cache)."""
     path = _parts_marker_path()
     with contextlib.suppress(OSError):  # an unwritable cache only costs the next start a hash
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps({"sha256": GGUF_SHA256, "parts": _parts_stamp(parts)}))
+        tmp.write_text(json.dumps({"sha256": sha256 or GGUF_SHA256, "parts": _parts_stamp(parts)}))
         os.replace(tmp, path)
 
 
@@ -315,8 +315,10 @@ class LocalServer:
                "--threads", str(self.n_threads)]
         if python:
             cmd += ["--python", python]
-        if self.gguf is None and in_memory_ok() and find_parts() is not None:
-            return [*cmd, "--parts"]
+        parts = find_parts() if self.gguf is None and in_memory_ok() else None
+        if parts:
+            # The parent names the files and their hash: the child discovers nothing by itself.
+            return [*cmd, "--sha256", GGUF_SHA256, "--parts", *map(str, parts)]
         return [*cmd, "--gguf", str(self.gguf or cached_gguf() or ensure_gguf())]
 
     def start(self) -> LocalServer:
@@ -377,7 +379,8 @@ class LocalServer:
                 raise LocalModelError(f"llama.cpp server exited with {code}: {self._log_tail()}")
             kind = ev.get("event")
             if kind == "error":
-                raise LocalModelError(f"{ev.get('message')} ({self._log_tail() or 'no log'})")
+                tail = self._log_tail()  # llama.cpp's own words, when it got as far as saying any
+                raise LocalModelError(f"{ev.get('message')}" + (f" ({tail})" if tail else ""))
             if kind == "assembling":
                 check = ", checking its sha256" if ev.get("verify") else ""
                 log.info("embedded model: reading %s packages into memory (%.1f GB%s)…",

