@@ -349,6 +349,24 @@ def test_server_dies_when_its_serving_parent_is_killed(served, tmp_path):
         parent.kill()
 
 
+def test_llama_cpp_python_fallback_serves_and_stops(tmp_path, monkeypatch):
+    """DISTILL_LOCAL_RUNTIME=llama-cpp-python: the child execs ``python -m llama_cpp.server`` (the fake one),
+    which has no stdin watch, so stop() signals it; nothing outlives the run."""
+    import urllib.request
+
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    monkeypatch.setenv("PYTHONPATH", str(FAKE))
+    monkeypatch.setenv("DISTILL_LOCAL_RUNTIME", "llama-cpp-python")
+    monkeypatch.setenv("DISTILL_LLAMA_PYTHON", sys.executable)
+    with LocalServer(gguf, log=tmp_path / "server.log") as server:
+        assert server.proc is not None and server.runtime_name == "llama-cpp-python"
+        pid = server.proc.pid
+        with urllib.request.urlopen(server.api_base + "/models", timeout=10) as r:
+            assert r.status == 200
+    assert _gone_within(pid, 5) and "fake llama.cpp server started" in (tmp_path / "server.log").read_text()
+
+
 # --------------------------------------------------------------------------- no runtime
 
 

@@ -24,9 +24,9 @@ Runtimes:
   grammar: the same chunk came back as schema-valid JSON, 117 tokens, finish "stop", in 44 s, and
   the prompt is ~40 % shorter without the tool definitions in it. So a small front on the
   advertised port turns a forced tool call into that ``response_format`` (the tool's parameters
-  as the schema) and the answer back into the tool call the client asked for. The client's
-  request body is unchanged, so recorded cassettes still match it, and so does every other
-  provider's path through instructor.
+  as the schema) and the answer back into the tool call the client asked for. The client sends
+  the same body to every provider (the recorded cassettes still match it); only this front knows
+  what llama.cpp's server needs.
 * ``llama-cpp-python``: this process execs ``python -m llama_cpp.server`` on the same model
   (the memfd survives exec; so does the death signal), which honours the object form itself.
 """
