@@ -349,6 +349,31 @@ def test_server_dies_when_its_serving_parent_is_killed(served, tmp_path):
         parent.kill()
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_kill_9_of_distill_mid_run_leaves_no_server(tmp_path):
+    """The user's case: ``distill --summarizer llm`` killed outright while the model works."""
+    from tests.shell import DISTILL, user_env
+
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    env = {**user_env(tmp_path), "PYTHONPATH": str(FAKE), "FAKE_LLAMA_DELAY": "30"}
+    log = tmp_path / ".cache" / "hermes-distill" / "models" / "llama-server.log"
+    proc = subprocess.Popen([str(DISTILL), "--demo", "--local-model", str(gguf)], env=env, cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # the server is up and the first call is in flight
+            if "model call:" in line:
+                break
+        [server] = [int(x.split("pid ")[1].split()[0]) for x in log.read_text().splitlines() if "server started" in x]
+        assert _alive(server)
+        proc.kill()
+        proc.wait()
+        assert _gone_within(server, 30), f"server {server} outlived distill"
+    finally:
+        proc.kill()
+
+
 def test_llama_cpp_python_fallback_serves_and_stops(tmp_path, monkeypatch):
     """DISTILL_LOCAL_RUNTIME=llama-cpp-python: the child execs ``python -m llama_cpp.server`` (the fake one),
     which has no stdin watch, so stop() signals it; nothing outlives the run."""

@@ -56,6 +56,8 @@ def _say(event: str, **fields: Any) -> None:
 
 
 def _die_with_parent(parent: int) -> None:
+    """Arm the death signal. Linux sends it when the *thread* that started us exits, not only the
+    process: ``LocalServer.start`` must run on a thread that lasts the run (the CLI's main thread)."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(Exception):
             import ctypes
@@ -212,7 +214,13 @@ def serve_xllamacpp(args: argparse.Namespace, model: str) -> None:
     _say("loading", runtime=f"xllamacpp {getattr(xllamacpp, '__version__', '?')}", threads=args.threads,
          n_ctx=args.n_ctx)
     started = time.monotonic()
-    server = xllamacpp.Server(params)  # returns once the model is loaded and llama.cpp listens
+    try:
+        server = xllamacpp.Server(params)  # returns once the model is loaded and llama.cpp listens
+    except Exception:
+        # Its exception only says "Failed to init server"; the reason is in llama.cpp's log, which a
+        # worker thread writes: exiting at once lost it in 2 of 25 failed loads under load.
+        time.sleep(0.5)
+        raise
     inner = server.listening_address.removeprefix("http://").rsplit(":", 1)
     front = ThreadingHTTPServer(("127.0.0.1", args.port), _front((inner[0], int(inner[1]))))
     front.daemon_threads = True
