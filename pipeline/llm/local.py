@@ -6,9 +6,9 @@ only copy on disk: the server process concatenates them into an anonymous in-mem
 (``memfd_create``, Linux) that llama.cpp maps as it would map a file. Measured at n_ctx 16384:
 2.25 GB resident either way (a mapped file's pages count as resident too), 1.1 GB less disk than
 assembling into the user cache, 1-3 s per start to copy. The first start hashes the bytes as they
-are copied and refuses a mismatch; a marker in the user cache (each part's size and mtime) spares
-later starts the hash. Without memfd (not Linux), or with ``--local-model PATH``, a GGUF file is
-mapped: the one given, or a copy an earlier version assembled into the user cache.
+are copied and refuses a mismatch; a marker in the user cache (each part's path, size and mtime)
+spares later starts the hash. With ``--local-model PATH`` that file is mapped. Without memfd (not
+Linux) a GGUF assembled into the user cache is (``ensure_gguf``: there, and only there, two copies).
 
 **The runtime.** xllamacpp, a prebuilt wheel of llama.cpp's own C++ server (3-5 s to install), by
 default; llama-cpp-python (built from source, about 8 minutes on 2 cores) when it is the one

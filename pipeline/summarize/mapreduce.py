@@ -278,7 +278,8 @@ async def asummarise_llm(
         return _fallback(session, chunks, facts, lang)
     cost_before = client.usage.cost_usd
     if getattr(client, "progress", False):  # the embedded model: minutes per call
-        log.info("summarising %s %s: %d chunk%s, then the merge", session.id, repr((session.title or "")[:60]),
+        title = f" {(session.title or '')[:60]!r}" if session.title else ""  # an untitled session: just its id
+        log.info("summarising %s%s: %d chunk%s, then the merge", session.id, title,
                  len(chunks), "" if len(chunks) == 1 else "s")
     try:
         summary, hits, dropped = await _summarise(session, chunks, facts, settings, client, cache, lang)
