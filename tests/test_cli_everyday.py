@@ -79,9 +79,10 @@ FAKE_LLAMA = Path(__file__).resolve().parent / "fake_llama"
 
 
 def _local(tmp_path: Path, delay: float = 0.0) -> tuple[list[str], dict[str, str]]:
-    """Arguments and environment for the embedded model, served by the fake ``llama_cpp.server``."""
+    """Arguments and environment for the embedded model, served by the fake runtime (``tests/fake_llama``:
+    xllamacpp, ahead of the real one on the path; only the model is missing)."""
     gguf = tmp_path / "model.gguf"
-    gguf.write_bytes(b"GGUF")  # LocalServer checks it exists; the fake server never reads it
+    gguf.write_bytes(b"GGUF")  # the fake runtime only checks the magic
     env = {"PYTHONPATH": str(FAKE_LLAMA), "FAKE_LLAMA_DELAY": str(delay)}
     return ["--local-model", str(gguf)], env
 
@@ -94,8 +95,8 @@ def _server_starts(tmp_path: Path) -> list[int]:
 
 
 def test_no_model_server_starts_for_an_empty_selection(tmp_path: Path) -> None:
-    """A quiet day's nightly run (nothing since yesterday) must not start llama.cpp. Without
-    llama-cpp-python installed, a start attempt shows as the 'embedded model unavailable' notice."""
+    """A quiet day's nightly run (nothing since yesterday) must not start llama.cpp. A start attempt
+    would show as the 'embedded model unavailable' notice: this 4-byte file is no model for llama.cpp."""
     db, (model, _) = _db(tmp_path), _local(tmp_path)  # no fake server on the path: llama.cpp is missing
     proc = run_distill("--db", str(db), "--since", "2099-01-01", *model, home=tmp_path)
     assert proc.returncode == 0, proc.stderr

@@ -198,6 +198,8 @@ def _run(
     if settings.out.exists() and not settings.out.is_dir():
         raise InputError(f"--out {settings.out}: exists and is not a directory")
     progress = None if quiet else _progress
+    if not quiet:
+        _echo_progress_lines()
     from pipeline.cli import record as quick
 
     # Taken before the run reads the database: a write during the run makes the next run a full one.
@@ -236,6 +238,21 @@ def _progress(total: int) -> Iterable[int]:
         for i in range(total):
             yield i
             bar.advance(task)
+
+
+def _echo_progress_lines() -> None:
+    """The library's progress lines on stderr: the embedded model loading, each session, each call."""
+    import logging
+
+    class Echo(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            typer.echo(record.getMessage(), err=True)
+
+    logger = logging.getLogger("pipeline")
+    if not any(type(h).__name__ == "Echo" for h in logger.handlers):
+        logger.addHandler(Echo())
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
 
 
 def _print_summary(report: RunReport) -> None:

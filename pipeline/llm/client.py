@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -33,6 +35,8 @@ if TYPE_CHECKING:
     from pipeline.models import RunReport
 
 T = TypeVar("T", bound=BaseModel)
+
+log = logging.getLogger(__name__)
 
 
 class LLMError(DistillError):
@@ -150,6 +154,9 @@ class LLMClient:
         #: client's loop at the first call, because a semaphore binds to the loop it is used on.
         self.concurrency = concurrency
         self._slots: asyncio.Semaphore | None = None
+        #: Say each call as it starts and ends (logger ``pipeline.llm.client``): on the embedded
+        #: model a call takes minutes on 2 cores, and a run must not sit silent that long.
+        self.progress = choice.embedded
 
     @property
     def model(self) -> str:
@@ -204,6 +211,9 @@ class LLMClient:
         async with self._slots or contextlib.nullcontext():
             prompt_chars = sum(len(str(m.get("content") or "")) for m in kwargs.get("messages", []))
             tokens, cost = self._reserve(prompt_chars // 3 + 200, int(kwargs.get("max_tokens") or 1024))
+            started = time.monotonic()
+            if self.progress:
+                log.info("  model call: about %s tokens in…", f"{prompt_chars // 3:,}")
             try:
                 async for attempt in retry_policy(self.num_retries, wait=self.retry_wait):
                     with attempt:
@@ -213,6 +223,10 @@ class LLMClient:
                     self._reserved_tokens -= tokens
                     self._reserved_cost -= cost
         self._account(resp)
+        if self.progress:
+            usage = getattr(resp, "usage", None)
+            log.info("  model call done in %.0f s (%s tokens in, %s out)", time.monotonic() - started,
+                     getattr(usage, "prompt_tokens", "?"), getattr(usage, "completion_tokens", "?"))
         return resp
 
     def _account(self, resp: Any) -> None:
@@ -319,7 +333,7 @@ def open_client(
         from pipeline.llm import local as localmodel
 
         try:
-            server = localmodel.LocalServer(choice.gguf or localmodel.ensure_gguf())
+            server = localmodel.LocalServer(choice.gguf)
             server.start()
         except localmodel.LocalModelError as e:
             notice(f"embedded model unavailable: {e}. Using extractive summaries.")

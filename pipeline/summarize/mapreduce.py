@@ -28,6 +28,7 @@ that session and is reported; a budget stop does the same for all remaining sess
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -61,6 +62,8 @@ from pipeline.summarize.schema import (
     ReduceSummary,
 )
 from pipeline.summarize.shaping import defence, defence_obj, grounding_text, shape_transcript
+
+log = logging.getLogger(__name__)
 
 CHUNK_MAX_TOKENS = 1024
 REDUCE_MAX_TOKENS = 768
@@ -274,6 +277,10 @@ async def asummarise_llm(
             report.fallbacks += 1
         return _fallback(session, chunks, facts, lang)
     cost_before = client.usage.cost_usd
+    if getattr(client, "progress", False):  # the embedded model: minutes per call
+        title = f" {(session.title or '')[:60]!r}" if session.title else ""  # an untitled session: just its id
+        log.info("summarising %s%s: %d chunk%s, then the merge", session.id, title,
+                 len(chunks), "" if len(chunks) == 1 else "s")
     try:
         summary, hits, dropped = await _summarise(session, chunks, facts, settings, client, cache, lang)
     except BudgetExceeded as e:
