@@ -28,6 +28,7 @@ DBS = [ROOT / "fixtures" / "hermes" / "state-v31.db", ROOT / "fixtures" / "herme
 
 def texts_by_session() -> list[list[str]]:
     """Every string ``redact_session`` would redact, grouped by session."""
+    from pipeline.facts.derive import arg_strings
     from pipeline.read.detect import read_sessions as read_files
     from pipeline.read.hermes import read_sessions as read_db
 
@@ -48,19 +49,9 @@ def texts_by_session() -> list[list[str]]:
         for m in s.messages:
             texts += [m.content, m.reasoning or "", m.carrier_summary or ""]
             for c in m.tool_calls:
-                texts += _strings(c.arguments)
+                texts += arg_strings(c.arguments)
         out.append([t for t in texts if t])
     return out
-
-
-def _strings(value: object) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, list | tuple):
-        return [s for v in value for s in _strings(v)]
-    return []
 
 
 def load_impl(path: Path | None) -> ModuleType:

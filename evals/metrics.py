@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import frontmatter
 
 from evals.dataset import Gold, GoldDecision
+from pipeline.facts.derive import arg_strings
 from pipeline.models import Facts, Session, SessionSummary
 
 # --------------------------------------------------------------------------- shared helpers
@@ -55,18 +56,8 @@ def transcript_text(session: Session) -> str:
         for c in m.tool_calls:
             parts.append(c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments, ensure_ascii=False))
             # and each string value as written: a quoted command is the command, not its JSON escape
-            parts += list(_strings(c.arguments))
+            parts += list(arg_strings(c.arguments))
     return "\n".join(p for p in parts if p)
-
-
-def _strings(value: object) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, list | tuple):
-        return [s for v in value for s in _strings(v)]
-    return []
 
 
 def _norm_text(text: str) -> str:

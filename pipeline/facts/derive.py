@@ -270,14 +270,14 @@ def _has_patch(text: object) -> TypeGuard[str]:
     return isinstance(text, str) and "*** " in text and bool(_PATCH_HEADER.search(_unescaped(text)))
 
 
-def _strings(value: object) -> list[str]:
+def arg_strings(value: object) -> list[str]:
     """Every string inside a tool's arguments (argv lists and nested objects included)."""
     if isinstance(value, str):
         return [value]
     if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
+        return [s for v in value.values() for s in arg_strings(v)]
     if isinstance(value, list | tuple):
-        return [s for v in value for s in _strings(v)]
+        return [s for v in value for s in arg_strings(v)]
     return []
 
 
@@ -297,7 +297,7 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
     if not _has_patch(patch) and not isinstance(args, str):
         # apply_patch run through a shell tool: ``["apply_patch", "*** Begin Patch…"]``, ``apply_patch <<'EOF'``,
         # ``bash -lc "apply_patch <<…"`` or a script's ``const patch = "…"``: the patch is one of the strings.
-        patch = next((v for v in _strings(args) if _has_patch(v)), patch)
+        patch = next((v for v in arg_strings(args) if _has_patch(v)), patch)
     if _has_patch(patch):
         if failed:
             return  # the patch did not apply
