@@ -322,6 +322,48 @@ def test_cursor_edit_blocks_with_elided_code_are_edits() -> None:
     assert edited(u("x"), a("Update `src/app.tsx`:\n\n```tsx\n<Sheet />\n```")) == []  # a snippet, not an edit
 
 
+def test_claims_of_a_finished_edit_name_the_file_in_an_export_without_edit_tools() -> None:
+    """VS Code Copilot exports each edit as an empty fence: the reply's own past-tense claim is all that is left."""
+    reply = ("I have created the plan-file `docs/plans/14.review.md`. I have successfully updated the "
+             "`copilot-instructions.md` file as requested.I will now update `gui.md`. I have created the "
+             "documentation for `filelib.js`. Should I update `text.md`? You could also edit `b.md`. 我已修改`a/pom.xml`文件。")
+    assert edited(u("review the docs"), a(reply)) == ["docs/plans/14.review.md", "copilot-instructions.md", "a/pom.xml"]
+    assert edited(u("x"), a("I've updated `a.md`."), source="claude-code") == []  # tool calls are the evidence there
+
+
+def test_the_work_tree_report_lists_outputs_once_the_session_has_edited() -> None:
+    """``git status`` (long or porcelain) and ``--stat`` output, pasted or run, after the first edit; never a merge."""
+    porcelain = "`✗ git status --porcelain\nM  .github/instructions.md\nA  docs/plans/14.review.md\n" \
+                "A  .specstory/history/2025-07-26_x.md\n?? notes.txt`"
+    first = a("I have updated `docs/src/gui.md`.")
+    assert edited(u("go"), first, u(f"commit these:\n    {porcelain}")) == [
+        "docs/src/gui.md", ".github/instructions.md", "docs/plans/14.review.md", "notes.txt"]
+    assert edited(u(porcelain), a("ok")) == []  # the state before the session changed anything
+    long_form = ("On branch main\nChanges not staged for commit:\n\tmodified:   src/a.ts\n\tnew file:   src/b.ts\n"
+                 "\trenamed:    old.ts -> src/c.ts\n\tdeleted:    src/gone.ts\n")
+    run = call("g", "run_terminal_cmd", {"command": "git status"})
+    touched = [t for t in derive_facts(Session(id="s", source="specstory", messages=(
+        u("x"), first, run, result("g", long_form)))).files]
+    assert [(t.path, t.action) for t in touched] == [
+        ("docs/src/gui.md", "modified"), ("src/a.ts", "modified"), ("src/b.ts", "created"), ("src/c.ts", "modified"),
+        ("src/gone.ts", "deleted")]
+    stat = " src/x.ts   | 12 ++++--\n README.md  |  3 +\n 2 files changed, 13 insertions(+), 2 deletions(-)\n"
+    assert edited(u("x"), first, call("g", "run_terminal_cmd", {"command": "git diff --stat"}), result("g", stat))[1:] == [
+        "src/x.ts", "README.md"]
+    merging = "All conflicts fixed but you are still merging.\n\tmodified:   theirs.ts\n"
+    assert edited(u("x"), first, run, result("g", merging)) == ["docs/src/gui.md"]
+    assert edited(u("x"), first, u("A  lone/line.md is what I meant")) == ["docs/src/gui.md"]  # one short line is prose
+
+
+def test_a_bare_file_name_takes_the_one_path_the_session_shows_for_it() -> None:
+    trace = "TypeError: x\n      at run (/home/u/proj/src/domain/tasks.ts:81:23)\n      at main (src/cli/tasks.tsx:3:1)"
+    msgs = (u("fix it"), a(f"Let me update `tasks.ts`:\n\n{DIFF}\n\nLet me update `util.ts`:\n\n{DIFF}"),
+            call("t", "run_terminal_cmd", {"command": "bun test"}), result("t", trace),
+            u("see lib/util.ts and app/util.ts"))
+    s = Session(id="s", source="specstory", cwd="/home/u/proj", messages=msgs)
+    assert [t.path for t in derive_facts(s).files if t.action != "read"] == ["src/domain/tasks.ts", "util.ts"]
+
+
 def test_real_specstory_exports() -> None:
     from pipeline.read.detect import read_sessions
     from tests.corpus import corpus_file
@@ -334,7 +376,9 @@ def test_real_specstory_exports() -> None:
         "specstory/bing-wallpaper-copilot-java21-upgrade.md")
     assert out("specstory/health-backend-maven-missing-module-zh.md") == [
         "common/pom.xml", "admin/src/main/resources/application.properties"]
-    assert out("specstory/download-manager-analysis-doc-writing-zh.md") == ["DownloadQueueDispatcher.kt"]
+    # named bare in the claim, at its full path where the session shows it
+    assert out("specstory/download-manager-analysis-doc-writing-zh.md") == [
+        "download/src/main/java/com/pichs/download/dispatcher/DownloadQueueDispatcher.kt"]
     assert out("specstory/shadcn-admin-feature-help-zh.md") == []  # v0 with plain code blocks only
 
 

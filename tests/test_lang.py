@@ -20,6 +20,11 @@ from pipeline.facts.lang import detect_language, guess_language, session_languag
         ("¿Por qué los tests fallan? Quiero que lo arregles con una solución", "es"),
         ("Warum funktioniert der Test nicht? Kannst du das bitte reparieren", "de"),
         ("Pourquoi le test ne fonctionne pas? Je veux une solution pour ce fichier", "fr"),
+        ("Hola, necesito que me ayudes a migrar este proyecto de Express a Fastify", "es"),
+        ("napraw błąd na stronie logowania, nie działa", "pl"),
+        ("giriş sayfasındaki hatayı düzeltir misin? çalışmıyor", "tr"),
+        ("Hãy sửa lỗi đăng nhập giúp tôi và thêm test", "vi"),
+        ("tolong perbaiki bug di halaman login, tidak bisa masuk", "id"),
     ],
 )
 def test_detect_language(text: str, code: str) -> None:

@@ -391,6 +391,10 @@ def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source:
         if edits is not None:
             for path in edits.feed(m, [t.path for t in out.result()]):
                 out.add(path, "modified", "edit_block")
+            # The work tree's own report of what changed, once the session has changed something.
+            if out.result() and m.role in ("user", "tool"):
+                for path, action in worktree_report(m.content):
+                    out.add(path, action, "git_status")
         for call in m.tool_calls if m.role == "assistant" else ():
             result = results.get(call.id) if call.id else None
             # Only a result that names a skill folder is parsed here: the rest is parsed once, in _call_ops.
@@ -403,7 +407,9 @@ def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source:
             else:
                 for op in _call_ops(call, result):
                     out.add(*op)
-    return out.result()
+    if edits is None:
+        return out.result()
+    return _resolve_bare_names(out.result(), messages, out.cwd)
 
 
 #: Hermes ``skill_manage`` actions that write a skill's files (``view``/``list``/``delete`` do not produce one).
@@ -445,6 +451,8 @@ _FILE_EXTS = (
 # A file named in prose: ``login.vue``, ``src/services/index.ts``; ASCII classes so Chinese text glued
 # to the name ("修改login.vue文件") does not become part of it.
 _PROSE_PATH = re.compile(rf"(?<![\w./\\-])((?:[\w.@-]+/)*[\w@-][\w.@-]*\.(?:{_FILE_EXTS}))(?![\w/-])", re.I | re.A)
+# A path with at least one directory, absolute ("/home/u/p/src/a.ts:81" in a stack trace) or not.
+_SHOWN_PATH = re.compile(rf"(?<![\w.\\-])((?:/|~/)?(?:[\w.@#-]+/)+[\w@-][\w.@-]*\.(?:{_FILE_EXTS}))(?![\w/-])", re.I | re.A)
 _EDIT_INTENT = re.compile(
     r"\b(?:edit|updat|modif|chang|fix|add|replac|remov|rewrit|writ|creat|apply|patch|refactor|insert|delet)\w*"
     r"|修改|编辑|更新|添加|替换|删除|移除|修复|改为|改成|创建|写入|重构|调整|更改", re.I)
@@ -561,6 +569,112 @@ def prose_edits(messages: Sequence[Message], known: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+# A sentence ends at ".!?" before a space, a capital or the end (so "sketch.md" stays whole, and
+# "`sketch.js`.I've updated" is two sentences), or at a CJK full stop.
+_SENTENCE_END = re.compile(r"(?<=[.!?])(?=\s|[A-Z]|$)|(?<=[。！？；])|\n")
+_FIRST_PERSON_PAST = re.compile(
+    r"\b(?:I|we)(?:'ve| have)?\s+(?:\w+\s+){0,2}?(?:updated|edited|modified|changed|created|added|fixed|rewrote|"
+    r"refactored|written|wrote)\b|(?:我|我们)?已(?:经)?(?:修改|更新|替换|添加|创建|修复|重构|改)|(?:修改|更新|创建|重构)(?:了|完成)", re.I)
+_FUTURE = re.compile(r"\b(?:will|going to|let me|let's|need to|should|now I)\b|'ll\b|将|接下来|下一步", re.I)
+# "the documentation for `filelib.js`": the file is what the new text is about, not what was written.
+_ABOUT = re.compile(r"\b(?:for|of|about|from|on|against|with|describing|covering)\s+(?:the\s+)?[`'\"]?$", re.I)
+
+
+def _claimed_edits(text: str, known: Sequence[str]) -> list[str]:
+    """Files a reply says, in a sentence of its own, that the assistant has already changed.
+
+    "I have successfully updated the `copilot-instructions.md` file." An export with no edit tool
+    call (VS Code Copilot renders each edit as an empty fence) leaves the claim as the only trace.
+    One file per sentence, first person, past tense, not advice and not a plan.
+    """
+    prose = _BLOCK.sub(" ", text)
+    found = []
+    for sentence in _SENTENCE_END.split(prose):
+        if (_FIRST_PERSON_PAST.search(sentence) and not _FUTURE.search(sentence) and not _ADVICE.search(sentence)
+                and "?" not in sentence and (name := _named_file(sentence, known))):
+            at = _PROSE_PATH.search(sentence)
+            if at is None or not _ABOUT.search(sentence[:at.start()]):
+                found.append(name)
+    return found
+
+
+# ``git status`` (long form), ``git status --porcelain`` and ``--stat`` lines, in output or pasted by the user.
+_STATUS_LONG = re.compile(r"^\s+(modified|new file|deleted|renamed|copied|typechange):\s+(.+?)\s*$")
+_STATUS_SHORT = re.compile(r"^\s?([MADRCUT?]{1,2})\s+(\S.*?)`?\s*$")
+_DIFF_STAT = re.compile(r"^\s(\S.*?)\s+\|\s+(?:\d+\s*[+-]*|Bin\b.*)$")
+# A merge brings in other people's changes: its status lists files this session did not write.
+_MERGING = re.compile(r"unmerged paths|still merging|Merge made by|CONFLICT \(|fix conflicts", re.I)
+_SHORT_ACTIONS: dict[str, FileAction] = {"A": "created", "?": "created", "D": "deleted"}
+_LONG_ACTIONS: dict[str, FileAction] = {"new file": "created", "deleted": "deleted"}
+
+
+def worktree_report(text: str) -> list[tuple[str, FileAction]]:
+    """Files a ``git status`` or ``git diff --stat`` shown in ``text`` lists as changed.
+
+    A short-form line counts only in a run of two or more (a lone "A path" line is too easily
+    prose); a stat line only before the "N files changed" line that closes it. Nothing is taken
+    from a report made during a merge.
+    """
+    if ("|" not in text and ":" not in text and "\n" not in text.strip()) or _MERGING.search(text):
+        return []
+    out: list[tuple[str, FileAction]] = []
+    run: list[tuple[str, FileAction]] = []
+    stat: list[str] = []
+    for line in [*text.splitlines(), ""]:
+        if m := _STATUS_LONG.match(line):
+            path = m.group(2).split(" -> ")[-1]
+            out.append((path, _LONG_ACTIONS.get(m.group(1), "modified")))
+        if (m := _STATUS_SHORT.match(line)) and ("/" in m.group(2) or "." in m.group(2)):
+            code = m.group(1).strip()
+            run.append((m.group(2).split(" -> ")[-1], _SHORT_ACTIONS.get(code[0], "modified")))
+        else:
+            out += run if len(run) >= 2 else []
+            run = []
+        if m := _DIFF_STAT.match(line):
+            stat.append(m.group(1).split(" => ")[-1])
+        elif re.match(r"^\s\d+ files? changed", line):
+            out += [(p, "modified") for p in stat]
+            stat = []
+        else:
+            stat = []
+    return [(p.strip().strip("`\"'"), a) for p, a in out
+            if not p.startswith("...") and not _EXPORTER_FILE.search(p)]
+
+
+# SpecStory writes its own history and rules files into the project; they are the export, not the work.
+_EXPORTER_FILE = re.compile(r"(?:^|/)\.specstory/|(?:^|/)derived-cursor-rules\.mdc$")
+
+
+def _resolve_bare_names(touches: list[FileTouch], messages: Sequence[Message], cwd: str | None) -> list[FileTouch]:
+    """Give a file inferred from prose by its bare name ("tasks.ts") the one path the session shows
+    for it elsewhere (a stack trace's ``src/domain/tasks.ts:81``, a test run, a later read); a name
+    two different paths end with stays bare."""
+    bare = [t for t in touches if "/" not in t.path and t.tool in ("edit_block", "claim")]
+    if not bare:
+        return touches
+    seen: set[str] = set()
+    for m in messages:
+        for text in (m.content, *(s for c in m.tool_calls for s in arg_strings(c.arguments))):
+            for x in _SHOWN_PATH.finditer(text):
+                if (norm := normalise_path(x.group(1), cwd)) and not norm.startswith(".."):
+                    seen.add(norm)
+    renamed: dict[str, str] = {}
+    for t in bare:
+        cands = {p for p in seen if p.endswith("/" + t.path)}
+        # "/home/u/proj/src/a.ts" and "src/a.ts" are one file: keep the shortest spelling.
+        cands = {p for p in cands if not any(q != p and p.endswith("/" + q) for q in cands)}
+        if len(cands) == 1:
+            renamed[t.path] = cands.pop()
+    out: dict[str, FileTouch] = {}
+    for t in touches:
+        path = renamed.get(t.path, t.path)
+        if path in out:  # already listed at its full path: keep the first touch, refine its action
+            out[path] = out[path].model_copy(update={"action": _merge(out[path].action, t.action)})
+        else:
+            out[path] = t.model_copy(update={"path": path}) if path != t.path else t
+    return list(out.values())
+
+
 class _ProseEdits:
     """``prose_edits`` one message at a time, so the caller can interleave them with tool calls."""
 
@@ -579,7 +693,7 @@ class _ProseEdits:
                 self.reads.append(p)
         if "```" in m.content:
             found += _reply_edits(m.content, [*known, *found], self.reads)
-        return found
+        return found + [p for p in _claimed_edits(m.content, [*known, *found]) if p not in found]
 
 
 # --------------------------------------------------------------------------- the stage

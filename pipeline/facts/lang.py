@@ -87,10 +87,23 @@ _STOPWORDS: dict[str, frozenset[str]] = {
     ),
     "it": frozenset(["il", "gli", "della", "che", "è", "sono", "questo", "anche", "puoi", "grazie", "nel", "perché", "funziona", "ciao"]),
     "nl": frozenset(["het", "een", "niet", "ik", "ook", "kun", "maar", "zijn", "van", "voor", "wat", "dat", "waarom", "werkt"]),
+    "pl": frozenset(["nie", "jest", "się", "że", "jak", "czy", "co", "proszę", "dlaczego", "możesz", "już", "też", "tak",
+                     "działa", "mam", "oraz", "jeszcze"]),
+    "tr": frozenset(["bir", "ve", "bu", "için", "ile", "çok", "değil", "var", "yok", "mı", "mi", "nasıl", "neden",
+                     "lütfen", "şu", "ama", "çalışmıyor", "misin"]),
+    "vi": frozenset(["không", "của", "và", "là", "có", "được", "cho", "này", "một", "những", "tôi", "bạn", "giúp",
+                     "lỗi", "hãy", "với", "thêm"]),
+    "id": frozenset(["yang", "dan", "ini", "itu", "tidak", "bisa", "untuk", "dengan", "saya", "tolong", "apa", "ada",
+                     "akan", "sudah", "belum", "kenapa", "perbaiki"]),
 }
+_STOPWORDS["es"] = _STOPWORDS["es"] | {"hola", "necesito", "ayuda", "ayudes", "ayúdame", "gracias", "proyecto"}
 # Letters used by exactly one of the Latin languages above: a strong, cheap tie-breaker.
-_DIACRITICS: dict[str, str] = {"ñ": "es", "¿": "es", "¡": "es", "ã": "pt", "õ": "pt", "ß": "de",
-                               "œ": "fr", "ù": "fr", "ë": "nl"}
+_DIACRITICS: dict[str, str] = {
+    "ñ": "es", "¿": "es", "¡": "es", "ã": "pt", "õ": "pt", "ß": "de", "œ": "fr", "ù": "fr", "ë": "nl",
+    **dict.fromkeys("łąęśźżćń", "pl"), **dict.fromkeys("ışğ", "tr"),
+    # Vietnamese: its own letters and the tone-marked vowels no other language here writes.
+    **dict.fromkeys("đơưạảầấẩẫậắằẳẵặẹẻẽềếểễệỉịọỏồốổỗộờớởỡợụủừứửữựỳỵỷỹ", "vi"),
+}
 
 
 def _unpasted(text: str) -> str:
