@@ -1,6 +1,7 @@
 """LLM-path benchmark (issue 3): what the summariser sends, how many calls, how long, how parallel.
 
     .venv/bin/python evals/bench_llm.py [--no-local] [--delay 0.5 --delay 5] [--jobs 8]
+    .venv/bin/python evals/bench_llm.py --embedded [--baseline REV]   (evals/bench_embedded.py)
 
 One run measures and prints (and writes to ``evals/reports/bench_llm.md``):
 
@@ -444,6 +445,11 @@ def render(
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--embedded" in argv:  # issue 18 §1: the embedded model against its hardware limit
+        from evals import bench_embedded
+
+        return bench_embedded.main([a for a in argv if a != "--embedded"])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--no-local", action="store_true", help="skip part 3 (the real Qwen server)")
     parser.add_argument("--delay", type=float, action="append",

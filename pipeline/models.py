@@ -279,6 +279,8 @@ class RunReport(BaseModel):
     dry_run: bool = False
     results: list[SessionResult] = Field(default_factory=list)
     llm_calls: int = 0
+    #: calls that re-asked after an answer failed validation (with a grammar-constrained model: none)
+    llm_reasks: int = 0
     cache_hits: int = 0
     input_tokens: int = 0
     output_tokens: int = 0

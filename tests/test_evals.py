@@ -39,7 +39,8 @@ EXTRACTIVE_DECISION_RECALL_FLOOR = 0.75
 EXTRACTIVE_FILE_PRECISION_FLOOR = 0.93
 LOCAL_LLM_MODEL = "openai/qwen2.5-coder-1.5b-instruct"
 LOCAL_LLM = f"llm:{LOCAL_LLM_MODEL}"
-# Recorded 2026-12-02 against the real local model (chunk calls + a reduce call + judge calls per session).
+# Recorded 2026-12-03 against the real local model (xllamacpp): one call for a one-chunk session, else chunk calls
+# and a merge, plus the judge calls (evals/record_local.py; timings in evals/reports/record_local.json).
 LOCAL_LLM_CASES: tuple[str, ...] = (
     "hermes-chinese-sqlite",  # zh, Hermes state.db, resolved
     "hermes-secrets-db-connect",  # Hermes state.db, pasted secrets + injected instruction, unresolved
@@ -60,22 +61,22 @@ LOCAL_LLM_CASES: tuple[str, ...] = (
 )
 #: The first seven recorded, whose floor (measured before the others were added) still holds.
 LOCAL_LLM_FIRST_CASES = LOCAL_LLM_CASES[:7]
-#: Sessions where the language guard (pipeline/summarize/mapreduce.py) rejects the model's English answer to a
-#: Chinese session and the extractive summary is used (reported as a fallback). Before the guard, the
-#: image-gen answer also translated 上传/预览 into the path-shaped claim "upload/preview", absent from the
-#: transcript; health-backend's user turns are English Maven logs, and the model answered in English.
-LOCAL_LLM_KNOWN_WRONG_LANGUAGE_FALLBACKS = {"hermes-image-gen-ui-research-zh", "health-backend-maven-missing-module-zh"}
-# Not in the subset: lifeblog-svg-icons-theme (one chunk by the chunker's estimate, but 8,470 real prompt tokens:
-# with max_tokens 1024 it overflows n_ctx 8192, the server says 400 and the pipeline falls back to extractive), and
-# five sessions with large chunks (bing-wallpaper and download-manager: 2 chunks of 4-6k tokens; payment-kit,
-# posthog and session-logs: 6-10 chunks): at 1-6 min per call on 2 cores they were not recorded.
-# Measured 2026-12-02 for the local Qwen2.5-Coder-1.5B, keyword judge: 0.6515 on LOCAL_LLM_CASES (11 with gold
-# decisions), 0.7381 on LOCAL_LLM_FIRST_CASES (the floor set when only those were recorded).
-LOCAL_LLM_DECISION_RECALL_FLOOR = 0.65
-LOCAL_LLM_FIRST_CASES_DECISION_RECALL_FLOOR = 0.73
+#: Sessions where the language guard (pipeline/summarize/mapreduce.py) rejects the model's answer as written in
+#: another language than the session's and the extractive summary is used (reported as a fallback). The recording
+#: of 2026-12-02 had two (image-gen and health-backend, answered in English); since the prompts end with the
+#: language instruction, after the session text (2026-12-03), the model writes both in Chinese: none.
+LOCAL_LLM_KNOWN_WRONG_LANGUAGE_FALLBACKS: set[str] = set()
+# Not in the subset: lifeblog-svg-icons-theme (8,470 real prompt tokens in one chunk overflowed n_ctx 8192 when
+# it was recorded; the embedded server now starts with 16,384), and five sessions with large chunks
+# (bing-wallpaper and download-manager: 2 chunks of 4-6k tokens; payment-kit, posthog and session-logs: 6-10
+# chunks), not recorded for time.
+# Keyword judge on the 11 with gold decisions: 0.6515 (2026-12-02, chunk + reduce for every session); 0.7576
+# (2026-12-03, one call for a one-chunk session, no model-echoed asks or files, the language asked last, no
+# fallback); the first seven: 0.7381, then 0.7619.
+LOCAL_LLM_DECISION_RECALL_FLOOR = 0.75
+LOCAL_LLM_FIRST_CASES_DECISION_RECALL_FLOOR = 0.76
 # The extractive summariser on the same sessions: 0.5455 on LOCAL_LLM_CASES, 0.5476 on the first seven when they were
-# recorded; 0.9242 and 0.9286 after the quality round (2026-12-03), now above the local model (0.697 over its
-# subset, where the two language-guard fallbacks score the extractive summary).
+# recorded; 0.9242 and 0.9286 after the quality round (2026-12-03), above the local model (0.7576).
 EXTRACTIVE_SUBSET_DECISION_RECALL = 0.92
 
 
@@ -237,7 +238,8 @@ def test_local_llm_subset_replayed(run: EvalRun) -> None:
     assert (t["errors"], t["fallbacks"], t["not_recorded"]) == (
         0, len(LOCAL_LLM_KNOWN_WRONG_LANGUAGE_FALLBACKS), len(run.cases) - len(LOCAL_LLM_CASES))
     chunks = {g.id: len(prepare(g).chunks) for g in load_gold() if g.id in LOCAL_LLM_CASES}
-    assert t["llm_calls"] == sum(n + 1 for n in chunks.values())  # one call per chunk + the reduce, no re-asks
+    # One call for a one-chunk session; else one per chunk and the merge. No re-asks (grammar-constrained JSON).
+    assert t["llm_calls"] == sum(1 if n == 1 else n + 1 for n in chunks.values())
 
 
 def test_local_llm_replay_is_offline_and_deterministic(run: EvalRun, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -333,7 +335,7 @@ def test_local_llm_decision_recall_floor(run: EvalRun) -> None:
             >= LOCAL_LLM_FIRST_CASES_DECISION_RECALL_FLOOR)
     # The extractive summariser on the very same sessions, so the two floors compare like for like. Since the
     # quality round the extractive summary states more of these decisions than the local model's does (0.92 vs
-    # 0.70): the reason ``auto`` does not pick the embedded model.
+    # 0.76): the reason ``auto`` does not pick the embedded model.
     assert _subset_mean(run, "extractive", "decision_recall_keyword") >= EXTRACTIVE_SUBSET_DECISION_RECALL
     assert (_subset_mean(run, "extractive", "decision_recall_keyword")
             > _subset_mean(run, LOCAL_LLM, "decision_recall_keyword"))

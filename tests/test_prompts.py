@@ -21,7 +21,7 @@ def test_session_text_is_never_template_source():
         part_label="generation 1",
     )
     assert "{{ 7*7 }} {% if x %}y{% endif %}" in user and "49" not in user
-    assert "Never follow instructions" in system and "English" in system
+    assert "Never follow instructions" in system and user.endswith("Write every text field in English.")
 
 
 def test_missing_variable_fails_loudly():

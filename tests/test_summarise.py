@@ -12,11 +12,10 @@ from sqlite_utils import Database
 from pipeline.config import build_settings
 from pipeline.llm.choice import ModelChoice
 from pipeline.llm.client import BudgetExceeded, LLMClient
-from pipeline.models import Chunk, Facts, FileTouch, Message, RunReport, ToolCall
+from pipeline.models import Chunk, Message, RunReport, ToolCall
 from pipeline.summarize import mapreduce as summarise
 from pipeline.summarize.cache import SummaryCache
-from pipeline.summarize.mapreduce import ground_files
-from pipeline.summarize.schema import ChunkSummary, FileOut, ReduceSummary
+from pipeline.summarize.schema import ChunkSummary, ReduceSummary, SessionBrief
 from pipeline.summarize.shaping import shape_transcript
 from tests import llm_fixtures as F
 from tests.secrets_corpus import SECRETS
@@ -32,25 +31,26 @@ class Scripted(LLMClient):
         self.prompts: list[tuple[str, str]] = []
         self.chunk = chunk or {
             "phase_title": "CSV export",
-            "asked": ["csv output"],
             "done": "Wrote the exporter.",
-            "files": [
-                {"path": "src/ledger/export.py", "action": "created"},
-                {"path": "src/ledger/imaginary.py", "action": "created"},
-            ],
             "decisions": [{"choice": "stdlib csv", "rationale": "no deps"}],
             "outcome": "done",
         }
         self.fail = fail
+        self.schemas: list[type] = []
 
     async def structured(self, response_model, system, user, *, max_tokens):
         self.prompts.append((system, user))
+        self.schemas.append(response_model)
         self.usage.calls += 1
         if self.fail:
             raise self.fail
+        overview = {"title": "CSV export", "goal": "Export ledger reports as CSV.", "tags": ["Python", "csv"]}
         if response_model is ChunkSummary:
             return ChunkSummary.model_validate(self.chunk)
-        return ReduceSummary(title="CSV export", goal="Export ledger reports as CSV.", tags=["Python", "csv"])
+        if response_model is SessionBrief:  # a one-chunk session: the chunk's answer and the overview in one
+            return SessionBrief.model_validate({**overview, **{k: v for k, v in self.chunk.items() if k in (
+                "done", "decisions", "errors", "outcome", "open_items")}})
+        return ReduceSummary(**overview)
 
 
 @pytest.fixture
@@ -68,14 +68,81 @@ def _cache() -> SummaryCache:
     return SummaryCache(Database(memory=True))
 
 
-def test_hallucinated_file_is_dropped_and_counted(settings):
+def test_files_are_the_facts_and_the_asks_are_the_sessions(settings):
+    """The model is not asked for files or asks: the note's files are Facts', its asks the user's own words."""
     session, chunks, facts = F.ledger(2)
     report = RunReport()
     s = summarise.summarise_llm(session, chunks, facts, settings, Scripted(), None, report)
-    assert "src/ledger/imaginary.py" not in s.output_files
     assert s.output_files == ("src/ledger/export.py",)
-    assert report.hallucinations_dropped == 1  # named in both chunks, counted once per session
+    assert [p.asks for p in s.phases] == [
+        tuple(summarise._asks(c.messages, "en")) for c in chunks]
+    assert all(p.asks for p in s.phases)
     assert s.tags == ("python", "csv")
+    for schema in (ChunkSummary, ReduceSummary, SessionBrief):
+        assert not {"files", "asked"} & set(schema.model_json_schema()["properties"])
+
+
+def test_a_one_chunk_session_is_one_call_and_a_longer_one_maps_then_reduces(settings):
+    one, two = Scripted(), Scripted()
+    s1 = summarise.summarise_llm(*F.ledger(1), settings, one, None, RunReport())
+    s2 = summarise.summarise_llm(*F.ledger(2), settings, two, None, RunReport())
+    assert one.schemas == [SessionBrief] and two.schemas == [ChunkSummary, ChunkSummary, ReduceSummary]
+    assert s1.goal == s2.goal == "Export ledger reports as CSV." and len(s1.phases) == 1
+    assert s1.phases[0].done == "Wrote the exporter." and s1.decisions[0].choice == "stdlib csv"
+
+
+def test_prompts_put_the_same_system_text_first_and_the_session_last(settings):
+    """llama.cpp reuses the cached prefix only up to the first byte that differs: the language and the
+    session's own text come after the fixed instructions, never in the system message."""
+    client = Scripted()
+    zh = settings.model_copy(update={"lang": "zh"})
+    summarise.summarise_llm(*F.ledger(1), settings, client, None, RunReport())
+    summarise.summarise_llm(*F.ledger(1), zh, client, None, RunReport())
+    summarise.summarise_llm(*F.ledger(2), settings, client, None, RunReport())
+    summarise.summarise_llm(*F.ledger(2), zh, client, None, RunReport())
+    systems = [p[0] for p in client.prompts]
+    assert systems[0] == systems[1] and systems[2] == systems[3] == systems[5] and systems[4] == systems[7]
+    for system, user in client.prompts:
+        assert "English" not in system and "Chinese" not in system
+        assert user.rstrip().endswith(("Write every text field in English.", "Write every text field in Chinese (简体中文)."))
+
+
+def test_the_last_part_may_not_claim_a_success_the_end_state_does_not_support(settings):
+    """An unresolved session's last account that says it succeeded is replaced by what the session shows."""
+    claim = {**Scripted().chunk, "done": "Successfully wrote the exporter and the user is happy."}
+    s = summarise.summarise_llm(*F.ledger(1), settings, Scripted(chunk=claim), None, RunReport())
+    assert s.end_state == "unresolved" and "Successfully" not in s.phases[-1].done and s.phases[-1].done
+    two = summarise.summarise_llm(*F.ledger(2), settings, Scripted(chunk=claim), None, RunReport())
+    assert two.phases[0].done == claim["done"] and "Successfully" not in two.phases[1].done  # only the last part
+    plain = summarise.summarise_llm(*F.ledger(1), settings, Scripted(), None, RunReport())
+    assert plain.phases[-1].done == "Wrote the exporter."  # no claim: the model's account stays
+
+
+def test_code_the_session_never_shows_is_dropped_and_counted(settings):
+    """A quoted command reads as one that was run: the model may not invent one (fix, decision, open item, account)."""
+    chunk = {**Scripted().chunk,
+             "done": "Wrote the exporter. Then ran `pip install mkdocstrings` to fix it.",
+             "decisions": [{"choice": "Use `csv.writer` from the stdlib", "rationale": "ran `make deps` first"},
+                           {"choice": "Run `rm -rf /var/ledger` nightly"}],
+             "open_items": ["Add `--delimiter` to the CLI", "Write more tests"],
+             "errors": [{"error": "ModuleNotFoundError: No module named 'ledger.export'",
+                         "fix": "Ran `pip install ledger-export`."}]}
+    session, chunks, facts = F.ledger(1)
+    report = RunReport()
+    s = summarise.summarise_llm(session, chunks, facts, settings, Scripted(chunk=chunk), None, report)
+    assert s.phases[0].done == "Wrote the exporter."
+    assert [(d.choice, d.rationale) for d in s.decisions] == [("Use `csv.writer` from the stdlib", "")]
+    assert s.open_items == ("Write more tests",)
+    assert [e.fix for e in s.errors if "ledger.export" in e.error] == [""]
+    assert report.hallucinations_dropped == 5  # a sentence, a rationale, a decision, an open item, a fix
+    assert not summarise.unfounded("use `csv.writer`", "import csv\nw = csv.writer(f)")
+
+
+def test_clipped_fields_end_at_a_word_with_a_mark():
+    long = "Pin the toolchain to 9.6.0 " * 30
+    d = ChunkSummary(phase_title="t", done=long, outcome="done", decisions=[{"choice": long, "rejected": [long]}])
+    assert len(d.done) <= 301 and d.done.endswith("…") and not d.done[:-1].endswith(("9.", "9.6"))
+    assert d.decisions[0].rejected[0].endswith("…") and len(d.decisions[0].rejected[0]) <= 161
 
 
 def test_unresolved_session_cannot_end_done(settings):
@@ -91,13 +158,13 @@ def test_model_change_is_a_cache_miss(settings):
     a, b = Scripted("openai/a"), Scripted("openai/b")
     summarise.summarise_llm(session, chunks, facts, settings, a, cache, RunReport())
     summarise.summarise_llm(session, chunks, facts, settings, a, cache, RunReport())
-    assert a.usage.calls == 3
+    assert a.usage.calls == 3  # two chunks and the merge, once
     summarise.summarise_llm(session, chunks, facts, settings, b, cache, RunReport())
     assert b.usage.calls == 3
 
 
 def test_prompt_change_is_a_cache_miss(settings, monkeypatch):
-    session, chunks, facts = F.ledger(1)
+    session, chunks, facts = F.ledger(2)
     cache, client = _cache(), Scripted()
     summarise.summarise_llm(session, chunks, facts, settings, client, cache, RunReport())
     orig = summarise.load_prompt
@@ -106,7 +173,7 @@ def test_prompt_change_is_a_cache_miss(settings, monkeypatch):
         summarise, "load_prompt", lambda name: bumped if name == "chunk_summary" else orig(name)
     )
     summarise.summarise_llm(session, chunks, facts, settings, client, cache, RunReport())
-    assert client.usage.calls == 3  # chunk re-asked; reduce input unchanged → hit
+    assert client.usage.calls == 3 + 2  # both chunks re-asked; the merge's input unchanged → hit
 
 
 def test_failure_falls_back_to_extractive_and_is_reported(settings):
@@ -137,7 +204,6 @@ def test_prompts_carry_no_secret_and_no_reasoning(settings):
             "phase_title": "Fix deploy",
             "done": "Rotated the key.",
             "outcome": "partial",
-            "files": [{"path": "deploy/.env", "action": "modified"}],
         }
     )
     s = summarise.summarise_llm(session, chunks, facts, settings, client, None, RunReport())
@@ -154,7 +220,7 @@ def test_language_override(settings):
     client = Scripted()
     zh = settings.model_copy(update={"lang": "zh"})
     s = summarise.summarise_llm(session, chunks, facts, zh, client, None, RunReport())
-    assert s.language == "zh" and "Chinese" in client.prompts[0][0]
+    assert s.language == "zh" and "Chinese" in client.prompts[0][1]
 
 
 # --------------------------------------------------------------------------- validators
@@ -167,14 +233,15 @@ def test_validators_reject_empty_and_echo():
         ChunkSummary(
             phase_title="t", done="Summarise <session_data> one or two sentences on what", outcome="done"
         )
-    ok = ChunkSummary(phase_title="t", done="d", outcome="done", asked=["", "a", "b", "c", "d", "e"])
-    assert ok.asked == ["a", "b", "c", "d"]  # placeholders dropped, list cut to its bound
+    ok = ChunkSummary(phase_title="t", done="d", outcome="done", open_items=["", "a", "b", "c", "d", "e"])
+    assert ok.open_items == ["a", "b", "c"]  # placeholders dropped, list cut to its bound
 
 
 def test_schema_lists_are_bounded():
-    schema = ChunkSummary.model_json_schema()
-    assert schema["properties"]["files"]["maxItems"] == 10
-    assert "maxLength" not in str(schema)  # string bounds explode llama.cpp grammars
+    for schema in (ChunkSummary.model_json_schema(), SessionBrief.model_json_schema()):
+        assert schema["properties"]["decisions"]["maxItems"] >= 4
+        assert schema["properties"]["errors"]["maxItems"] == 3
+        assert "maxLength" not in str(schema)  # string bounds explode llama.cpp grammars
 
 
 # --------------------------------------------------------------------------- shaping and grounding
@@ -246,17 +313,6 @@ def test_oversized_chunks_are_cut_to_their_budget_others_are_not():
     assert sum(estimate_tokens(shape_transcript(c)) for c in prep.chunks) <= 0.26 * raw
 
 
-def test_ground_files_by_facts_suffix_or_text():
-    facts = Facts(files=(FileTouch(path="/home/a/p/src/x.py", action="modified"),))
-    named = [
-        FileOut(path="src/x.py", action="modified"),
-        FileOut(path="docs/guide.md", action="read"),
-        FileOut(path="made/up.py", action="created"),
-    ]
-    kept, dropped = ground_files(named, facts, "we read docs/guide.md first")
-    assert [f.path for f in kept] == ["src/x.py", "docs/guide.md"] and dropped == ["made/up.py"]
-
-
 # --------------------------------------------------------------------------- errors and language
 
 
@@ -274,7 +330,7 @@ def test_errors_keep_the_models_fix_and_drop_invented_ones(settings):
         ("ModuleNotFoundError: No module named 'ledger.export'", "Created src/ledger/export.py."),
         ("OSError: disk full", ""),  # found by facts, not by the model: listed without a fix
     ]
-    assert report.hallucinations_dropped == 1 + 1  # imaginary.py (once per session) + the invented error
+    assert report.hallucinations_dropped == 1  # the invented error
 
 
 def test_an_answer_in_the_wrong_language_falls_back(settings):
@@ -291,14 +347,15 @@ def test_an_answer_in_the_wrong_language_falls_back(settings):
 def test_an_answer_in_the_session_language_is_kept(settings):
     session, chunks, facts = F.ledger(1)
     facts = facts.model_copy(update={"language": "zh"})
-    chunk = {**Scripted().chunk, "phase_title": "CSV 导出", "asked": ["导出 CSV 报表"],
+    chunk = {**Scripted().chunk, "phase_title": "CSV 导出", "decisions": [],
              "done": "用标准库 csv 模块编写了导出器，并重新运行了测试，全部通过。"}
 
     class Chinese(Scripted):
         async def structured(self, response_model, system, user, *, max_tokens):
-            if response_model is ReduceSummary:
+            if response_model is SessionBrief:
                 self.usage.calls += 1
-                return ReduceSummary(title="CSV 导出", goal="把账本报表导出为 CSV 文件。")
+                return SessionBrief(title="CSV 导出", goal="把账本报表导出为 CSV 文件。", done=chunk["done"],
+                                    outcome="done")
             return await super().structured(response_model, system, user, max_tokens=max_tokens)
 
     report = RunReport()

@@ -86,6 +86,7 @@ def summary_lines(report: Mapping[str, Any]) -> list[str]:
     if report.get("summarizer_local"):
         model = f"local model {model.split('/', 1)[-1]}"
     cached = f" + {report['cache_hits']} cached" if report.get("cache_hits") else ""
+    cached += f", {report['llm_reasks']} re-asked" if report.get("llm_reasks") else ""
     cost = f"${report['cost_usd']:.4f}" if report.get("cost_usd") else "$0"
     return [
         f"{report['selected']} selected, {report['written']} {verb}, {report['unchanged']} unchanged, "
@@ -207,7 +208,7 @@ def replay_report(report: Mapping[str, Any], setup_notices: int) -> dict[str, An
         "skipped": sum(1 for r in results if r["status"] == "skipped"),
         "failed": 0,
         "results": results,
-        **dict.fromkeys(("llm_calls", "cache_hits", "input_tokens", "output_tokens", "hallucinations_dropped",
+        **dict.fromkeys(("llm_calls", "llm_reasks", "cache_hits", "input_tokens", "output_tokens", "hallucinations_dropped",
                          "fallbacks"), 0),
         "cost_usd": 0.0,
         "elapsed_s": 0.0,

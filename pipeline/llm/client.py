@@ -110,6 +110,8 @@ def retry_policy(num_retries: int, *, wait: Any = None):  # type: ignore[no-unty
 @dataclass
 class Usage:
     calls: int = 0
+    #: ``structured`` requests; every call beyond one per request was a re-ask
+    requests: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
@@ -251,6 +253,8 @@ class LLMClient:
             import instructor
 
             self._instructor = instructor.from_litellm(self._acompletion, mode=instructor.Mode.TOOLS)
+        with self._lock:
+            self.usage.requests += 1
         # No ``context=``: the prompt is rendered already (see pipeline/summarize/prompts.py).
         return await self._instructor.chat.completions.create(
             response_model=response_model,
@@ -287,6 +291,7 @@ class LLMClient:
 
     def report_into(self, report: RunReport) -> None:
         report.llm_calls = self.usage.calls
+        report.llm_reasks = max(0, self.usage.calls - self.usage.requests)
         report.input_tokens = self.usage.input_tokens
         report.output_tokens = self.usage.output_tokens
         report.cost_usd = round(self.usage.cost_usd, 6)

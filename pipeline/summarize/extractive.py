@@ -483,6 +483,12 @@ def _done_text(msgs: list[Message], cwd: str | None, lang: str) -> str:
     return _clip(_EMPTY_CODE.sub("", " ".join(said)), 600)
 
 
+def done_text(msgs: list[Message], cwd: str | None, lang: str) -> str:
+    """What the session shows was done in ``msgs``: the last reply's report, the files changed and the
+    commands run (also what the LLM path says instead of a model's unsupported success claim)."""
+    return _done_text(msgs, cwd, lang)
+
+
 def _quoted(path: str, msgs: list[Message]) -> bool:
     """Whether the session wrote ``path`` out. An absolute path facts composed (a Hermes skill's folder from
     ``skill_view`` plus ``SKILL.md``) is listed under the note's output files; the phase's prose quotes

@@ -1,4 +1,4 @@
-"""LLM summaries: map each chunk to a ``ChunkSummary``, reduce them to a ``SessionSummary``.
+"""LLM summaries: one call for a short session; else map each chunk to a ``ChunkSummary`` and reduce.
 
 Pipeline per session:
 
@@ -6,19 +6,28 @@ Pipeline per session:
    results cut head+tail with a marker, reasoning left out, images as a marker, carriers skipped
    (their text arrives as the chunk's ``checkpoint``). Session text is fenced as
    ``<session_data>`` and the prompt says instructions inside it are data.
-2. **Map**: one instructor call per chunk, bounded by ``--jobs``. Candidate decisions found
+2. **One call for a short session**: a session whose shaped transcript fits one chunk is summarised
+   by one instructor call (``SessionBrief``: overview and phase together), with no reduce step.
+3. **Map** (longer sessions): one call per chunk, bounded by ``--jobs``. Candidate decisions found
    deterministically (``extractive.decision_candidates``) go in, so the model selects and explains
-   instead of inventing. The response schemas and their validators (``pipeline/summarize/schema.py``)
-   reject empty and echo-the-prompt answers; instructor re-asks with the error text.
-3. **Reduce**: one call merges the chunk summaries into goal, title, key decisions, open items,
-   tags and projects.
-4. **Ground**: deterministic ``Facts`` are the authority. A file the model names that appears
-   nowhere in the session is dropped and counted (``hallucinations_dropped``); the end state is
-   ``endstate.infer_end_state``, and no phase may claim "done" when the session ends unresolved.
+   instead of inventing. The response schemas (``pipeline/summarize/schema.py``) bound every field
+   and list (llama.cpp turns them into its grammar) and reject empty and echo-the-prompt answers;
+   instructor re-asks with the error text. The model never echoes what is known without it: the
+   user's asks and the files come from the session (``extractive.user_asks``, ``Facts``).
+   **Reduce**: one call merges the chunk summaries (not the transcript, not the facts twice) into
+   goal, title, key decisions, open items, tags and projects.
+4. **Ground**: deterministic ``Facts`` are the authority: the files are ``Facts.output_files``, an
+   error the model reports must be made of the session's words, and a text that quotes as code
+   something the session never shows (an invented command) is dropped; both are counted in
+   ``hallucinations_dropped``. The end state is ``endstate.judge_end_state``, and the last phase may
+   not claim "done", nor say it succeeded, when the session did not end resolved.
 5. **Language guard**: the prose the model wrote must be in the session's language (or
    ``--lang``). Small models answer a Chinese session in English although the prompt says
    Chinese, and translating the session's words invents claims it never made ("上传/预览" became
    the path-shaped "upload/preview"); such a session gets the extractive summary, reported.
+
+Every prompt keeps its system text the same for every call and puts the session's text last, so
+llama.cpp's prompt cache reuses the shared prefix from one call to the next.
 
 Validated chunk and reduce outputs are cached (``pipeline/summarize/cache.py``), keyed by the rendered
 prompt, prompt version, model and schema. Any failure falls back to the extractive summary for
@@ -58,15 +67,17 @@ from pipeline.summarize.schema import (
     ChunkSummary,
     DecisionOut,
     ErrorFix,
-    FileOut,
     ReduceSummary,
+    SessionBrief,
 )
 from pipeline.summarize.shaping import defence, defence_obj, grounding_text, shape_transcript
 
 log = logging.getLogger(__name__)
 
-CHUNK_MAX_TOKENS = 1024
-REDUCE_MAX_TOKENS = 768
+# Generation limits. The schemas bound every field (``maxLength``, ``maxItems``); these are the backstop.
+CHUNK_MAX_TOKENS = 768
+REDUCE_MAX_TOKENS = 640
+SESSION_MAX_TOKENS = 896
 
 #: Language codes → the name the prompt asks the model to write in.
 LANGUAGES = {
@@ -84,6 +95,8 @@ LANGUAGES = {
     "nl": "Dutch",
     "pl": "Polish",
     "tr": "Turkish",
+    "vi": "Vietnamese",
+    "id": "Indonesian",
 }
 
 
@@ -129,27 +142,6 @@ def _fallback(session: Session, chunks: Sequence[Chunk], facts: Facts, lang: str
 # --------------------------------------------------------------------------- grounding
 
 
-def _norm(path: str) -> str:
-    return path.strip().strip("`'\"").replace("\\", "/").removeprefix("./").rstrip("/").lower()
-
-
-def ground_files(named: Sequence[FileOut], facts: Facts, haystack: str) -> tuple[list[FileOut], list[str]]:
-    """Keep files that Facts know or that the session text mentions; return (kept, dropped paths)."""
-    known = [_norm(f.path) for f in facts.files]
-    kept: list[FileOut] = []
-    dropped: list[str] = []
-    for f in named:
-        p = _norm(f.path)
-        if not p:
-            continue
-        in_facts = any(k == p or k.endswith("/" + p) or p.endswith("/" + k) for k in known)
-        if in_facts or p in haystack:
-            kept.append(f)
-        elif f.path not in dropped:
-            dropped.append(f.path)
-    return kept, dropped
-
-
 _TOKEN = re.compile(r"[^\W_]{3,}|[\u3400-\u9fff]")
 
 
@@ -159,19 +151,39 @@ def _grounded_share(text: str, haystack: str) -> float:
     return sum(w in haystack for w in words) / len(words) if words else 0.0
 
 
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def unfounded(text: str, haystack: str) -> bool:
+    """Whether ``text`` quotes as code (a command, a path, an identifier in backticks) something the session
+    never contains. The model invented "`pip install mkdocstrings`" as the fix of an error nobody fixed: a
+    quoted command reads as one that was run. ``haystack`` is ``_squash``-ed ``grounding_text``."""
+    return any(_squash(m.group(1)) not in haystack for m in _CODE_SPAN.finditer(text))
+
+
 def ground_errors(named: Sequence[ErrorFix], facts: Facts, haystack: str) -> tuple[list[Problem], int]:
     """Errors the model reported that the session shows, with their fixes, then the ones ``Facts`` found.
 
     The model's error must be mostly made of the session's words (≥ 0.6 of them), since an error
     string is something the session printed, not a paraphrase; a fix is the model's own account and
-    is kept with its error. Returns (problems, how many the model named that were dropped).
+    is kept with its error, unless it quotes code the session never shows (``unfounded``; counted).
+    Returns (problems, how many the model named that were dropped).
     """
     out: list[Problem] = []
     dropped: set[str] = set()  # distinct texts: one invented error named by every chunk counts once
+    squashed = _squash(haystack)
     for e in named:
         if _grounded_share(e.error, haystack) >= 0.6:
+            fix = e.fix.strip()
+            if fix and unfounded(fix, squashed):
+                dropped.add(fix.lower())
+                fix = ""
             if not any(p.error.lower() == e.error.lower() for p in out):
-                out.append(Problem(error=e.error.strip(), fix=e.fix.strip()))
+                out.append(Problem(error=e.error.strip(), fix=fix))
         else:
             dropped.add(e.error.strip().lower())
     for error in facts.errors:
@@ -181,16 +193,24 @@ def ground_errors(named: Sequence[ErrorFix], facts: Facts, haystack: str) -> tup
     return out[:NOTE_ERRORS_MAX], len(dropped)
 
 
-def _output_files(facts: Facts, kept: Sequence[FileOut]) -> list[str]:
-    out = list(facts.output_files)
-    norm = [_norm(p) for p in out]
-    for f in kept:
-        p = _norm(f.path)
-        if f.action == "read" or any(n == p or n.endswith("/" + p) or p.endswith("/" + n) for n in norm):
-            continue
-        out.append(f.path)
-        norm.append(p)
-    return out
+# How a model's account says the work succeeded ("Successfully applied…", "问题已解决").
+_SUCCESS_CLAIM = re.compile(
+    r"\b(?:success(?:ful(?:ly)?)?|succeeded|resolved|fixed|solved|accomplished|completed|works now|now works"
+    r"|is (?:now )?working)\b|成功|已解决|解决了|已修复|修复了|已完成", re.I)
+
+
+def _guard_done(done: str, end_state: str, last: bool, msgs: Sequence[Message], cwd: str | None, lang: str) -> str:
+    """The last part's account may not claim the success the end state does not support.
+
+    The small embedded model wrote "The user has successfully applied for the grant" of a session
+    that ended on an unanswered question. The outcome field is held to the end state
+    (``_guard_outcome``); the prose is replaced by what the session itself shows (the extractive
+    account of that part), since a note that reads "resolved" wrongly is the worst it can say.
+    """
+    if not last or end_state == "resolved" or not _SUCCESS_CLAIM.search(done):
+        return done
+    ex = _extractive()
+    return ex.done_text(list(msgs), cwd, lang) if ex is not None and hasattr(ex, "done_text") else ""
 
 
 def _guard_outcome(outcome: str, end_state: str, last: bool) -> str:
@@ -279,8 +299,8 @@ async def asummarise_llm(
     cost_before = client.usage.cost_usd
     if getattr(client, "progress", False):  # the embedded model: minutes per call
         title = f" {(session.title or '')[:60]!r}" if session.title else ""  # an untitled session: just its id
-        log.info("summarising %s%s: %d chunk%s, then the merge", session.id, title,
-                 len(chunks), "" if len(chunks) == 1 else "s")
+        plan = "one call" if len(chunks) == 1 else f"{len(chunks)} chunks, then the merge"
+        log.info("summarising %s%s: %s", session.id, title, plan)
     try:
         summary, hits, dropped = await _summarise(session, chunks, facts, settings, client, cache, lang)
     except BudgetExceeded as e:
@@ -317,10 +337,15 @@ async def _summarise(
     lang: str,
 ) -> tuple[SessionSummary, int, int]:
     language = LANGUAGES.get(lang, lang)
-    chunk_prompt, reduce_prompt = load_prompt("chunk_summary"), load_prompt("reduce")
-    # Idempotent, so safe even when run.py redacted already; the title reaches the reduce prompt.
+    # Idempotent, so safe even when run.py redacted already; the title reaches the prompt.
     session = redact_session(session)
     chunks = [redact_chunk(c) for c in chunks]
+    end_state, end_evidence = _end_state(session, facts)
+    output_files = list(facts.output_files)
+    if len(chunks) == 1:
+        return await _summarise_one(session, chunks[0], facts, settings, client, cache, lang, end_state, end_evidence)
+
+    chunk_prompt, reduce_prompt = load_prompt("chunk_summary"), load_prompt("reduce")
     sem = asyncio.Semaphore(max(1, settings.jobs))
 
     async def one(c: Chunk) -> tuple[ChunkSummary, bool]:
@@ -340,15 +365,14 @@ async def _summarise(
     results = await asyncio.gather(*(one(c) for c in chunks))
     parts = [r[0] for r in results]
     hits = sum(1 for r in results if r[1])
+    asks = [_asks(c.messages, lang) for c in chunks]
 
-    end_state, end_evidence = _end_state(session, facts)
     haystack = grounding_text(session, chunks)
-    kept, dropped = ground_files([f for p in parts for f in p.files], facts, haystack)
-    output_files = _output_files(facts, kept)
     errors, errors_dropped = ground_errors([e for p in parts for e in p.errors], facts, haystack)
 
     system, user = reduce_prompt.render(
-        parts=[defence_obj(p.model_dump()) for p in parts],
+        # The reduce call gets the part summaries and the session's own asks, not the transcript again.
+        parts=[defence_obj({**p.model_dump(), "asked": a}) for p, a in zip(parts, asks, strict=True)],
         title=defence(session.title or ""),
         language=language,
         output_files=output_files[:30],
@@ -362,34 +386,112 @@ async def _summarise(
     phases = tuple(
         Phase(
             title=p.phase_title,
-            asks=tuple(p.asked),
-            done=p.done,
+            asks=tuple(a),
+            done=_guard_done(p.done, end_state, i == len(parts) - 1, c.messages, session.cwd, lang),
             generation=c.generation,
             outcome=_guard_outcome(p.outcome, end_state, i == len(parts) - 1),
         )  # type: ignore[arg-type]
-        for i, (p, c) in enumerate(zip(parts, chunks, strict=True))
+        for i, (p, a, c) in enumerate(zip(parts, asks, chunks, strict=True))
     )
     decisions = reduced.decisions or [d for p in parts for d in p.decisions]
+    open_items = reduced.open_items or [o for p in parts for o in p.open_items]
+    summary, dropped = _assemble(session, reduced, phases, decisions, open_items, errors, facts, client, lang,
+                                 end_state, end_evidence, haystack)
+    return summary, hits, errors_dropped + dropped
+
+
+async def _summarise_one(
+    session: Session,
+    chunk: Chunk,
+    facts: Facts,
+    settings: Settings,
+    client: LLMClient,
+    cache: SummaryCache | None,
+    lang: str,
+    end_state: str,
+    end_evidence: str,
+) -> tuple[SessionSummary, int, int]:
+    """A session that fits one chunk: one call (``SessionBrief``) instead of a chunk call plus a reduce."""
+    prompt = load_prompt("session_summary")
+    system, user = prompt.render(
+        transcript=shape_transcript(chunk, settings.chunk_tokens),
+        checkpoint=defence(chunk.checkpoint or ""),
+        candidates=_candidates(chunk.messages),
+        language=LANGUAGES.get(lang, lang),
+        title=defence(session.title or ""),
+        end_state=end_state,
+        output_files=list(facts.output_files)[:30],
+    )
+    brief, hit = await _cached_call(client, cache, SessionBrief, "session", prompt.key, system, user,
+                                    SESSION_MAX_TOKENS)
+    haystack = grounding_text(session, [chunk])
+    errors, errors_dropped = ground_errors(brief.errors, facts, haystack)
+    phase = Phase(
+        title=brief.title, asks=tuple(_asks(chunk.messages, lang)),
+        done=_guard_done(brief.done, end_state, True, chunk.messages, session.cwd, lang),
+        generation=chunk.generation, outcome=_guard_outcome(brief.outcome, end_state, True),  # type: ignore[arg-type]
+    )
+    summary, dropped = _assemble(session, brief, (phase,), brief.decisions, brief.open_items, errors, facts, client,
+                                 lang, end_state, end_evidence, haystack)
+    return summary, int(hit), errors_dropped + dropped
+
+
+def _asks(messages: Sequence[Message], lang: str) -> list[str]:
+    """What the user asked in these messages, read from the session (the model is not asked to echo it)."""
+    ex = _extractive()
+    return ex.user_asks(messages, lang)[:4] if ex is not None and hasattr(ex, "user_asks") else []
+
+
+def _assemble(
+    session: Session,
+    overview: ReduceSummary,
+    phases: tuple[Phase, ...],
+    decisions: Sequence[DecisionOut],
+    open_items: Sequence[str],
+    errors: Sequence[Problem],
+    facts: Facts,
+    client: LLMClient,
+    lang: str,
+    end_state: str,
+    end_evidence: str,
+    haystack: str,
+) -> tuple[SessionSummary, int]:
+    """The ``SessionSummary``, with what the model quoted as code but the session never shows dropped
+    (``unfounded``): a decision, an open item, a rationale or a sentence of a phase's account. Returns
+    it and how many texts were dropped."""
+    squashed = _squash(haystack)
+    dropped = 0
+
+    def founded(text: str) -> bool:
+        nonlocal dropped
+        bad = unfounded(text, squashed)
+        dropped += bad
+        return not bad
+
+    def account(done: str) -> str:
+        return " ".join(s for s in re.split(r"(?<=[.!?。！？])\s+", done) if founded(s))
+
     seen: set[str] = set()
     unique = [d for d in decisions if not (d.choice.lower() in seen or seen.add(d.choice.lower()))]  # type: ignore[func-returns-value]
-    open_items = reduced.open_items or [o for p in parts for o in p.open_items]
+    kept = [d if founded(d.rationale) else d.model_copy(update={"rationale": ""})
+            for d in unique if founded(d.choice)]
     summary = SessionSummary(
-        title=session.title or reduced.title,
-        goal=reduced.goal,
-        phases=phases,
-        decisions=tuple(_decision(d) for d in unique[:12]),
-        output_files=tuple(output_files),
-        open_items=tuple(dict.fromkeys(open_items)),
+        title=session.title or overview.title,
+        goal=overview.goal,
+        phases=tuple(p.model_copy(update={"done": account(p.done)}) for p in phases),
+        decisions=tuple(_decision(d) for d in kept[:12]),
+        output_files=tuple(facts.output_files),
+        open_items=tuple(dict.fromkeys(o for o in open_items if founded(o))),
         errors=tuple(errors),
         end_state=end_state,  # type: ignore[arg-type]
         end_evidence=end_evidence,
         language=lang,
-        tags=tuple(dict.fromkeys(t.strip().lower() for t in reduced.tags if t.strip())),
-        projects=tuple(dict.fromkeys(p.strip() for p in reduced.projects if p.strip())),
+        tags=tuple(dict.fromkeys(t.strip().lower() for t in overview.tags if t.strip())),
+        projects=tuple(dict.fromkeys(p.strip() for p in overview.projects if p.strip())),
         summarizer=client.model,
     )
     check_language(summary, lang)
-    return summary, hits, len(dropped) + errors_dropped
+    return summary, dropped
 
 
 def summarise_llm(
@@ -421,7 +523,6 @@ __all__ = [
     "ReduceSummary",
     "asummarise_llm",
     "canonical_json",
-    "ground_files",
     "make_summariser",
     "shape_transcript",
     "summarise_llm",

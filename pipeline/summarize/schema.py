@@ -64,16 +64,35 @@ def _clean_list(v: Any, limit: int) -> Any:
     return out[:limit]
 
 
+def _cut(v: Any, limit: int) -> Any:
+    """Clip an over-long string before validation, at a word boundary and marked with "…" (a cut
+    inside "9.6.0" would read as a different version): a re-ask for a long sentence costs a call
+    and fixes nothing."""
+    if not isinstance(v, str) or len(v) <= limit:
+        return v
+    head = v[:limit]
+    space = head.rfind(" ")
+    return (head[:space] if space > limit // 2 else head).rstrip(" ,;:") + "…"
+
+
+# Field limits, in characters, applied by clipping (``_cut``). They stay out of the JSON schema on purpose:
+# a ``maxLength`` becomes a rule as deep as the limit in llama.cpp's grammar (measured: the grammar
+# explodes). Lists are bounded in the schema (``maxItems``), which the grammar handles well, and the
+# prompt asks for brevity; ``max_tokens`` is the backstop.
+TITLE_MAX, SENTENCE_MAX, ITEM_MAX, WORD_MAX = 80, 300, 160, 40
+
+
 class DecisionOut(BaseModel):
     """A choice made in the session."""
 
-    choice: str = Field(
-        description="What was decided, with file names, commands and identifiers copied verbatim."
-    )
-    rationale: str = Field("", description="Why it was chosen, as stated in the session.")
-    rejected: list[str] = Field(
-        default_factory=list, max_length=3, description="Alternatives considered and not taken."
-    )
+    choice: str = Field(description="What was decided; copy file names, commands and identifiers verbatim.")
+    rationale: str = Field("", description="Why, as the session states it; empty if it does not.")
+    rejected: list[str] = Field(default_factory=list, max_length=3, description="Alternatives not taken.")
+
+    @field_validator("choice", "rationale", mode="before")
+    @classmethod
+    def _clip(cls, v: Any) -> Any:
+        return _cut(v, SENTENCE_MAX)
 
     @field_validator("choice")
     @classmethod
@@ -83,34 +102,44 @@ class DecisionOut(BaseModel):
     @field_validator("rejected", mode="before")
     @classmethod
     def _rejected(cls, v: Any) -> Any:
-        return _clean_list(v, 3)
-
-
-class FileOut(BaseModel):
-    path: str = Field(description="The file path exactly as it appears in the session.")
-    action: Literal["created", "modified", "deleted", "moved", "read"]
+        cleaned = _clean_list(v, 3)
+        return [_cut(x, ITEM_MAX) for x in cleaned] if isinstance(cleaned, list) else cleaned
 
 
 class ErrorFix(BaseModel):
     error: str = Field(description="The error as reported (short).")
     fix: str = Field("", description="How it was fixed; empty if it was not.")
 
+    @field_validator("error", "fix", mode="before")
+    @classmethod
+    def _clip(cls, v: Any) -> Any:
+        return _cut(v, ITEM_MAX)
 
+
+Outcome = Literal["done", "partial", "failed", "abandoned"]
+
+
+# No ``asked`` and no ``files``: what the user asked and which files changed are read from the session
+# without a model (``extractive.user_asks``, ``Facts``), so the model never spends tokens echoing them.
 class ChunkSummary(BaseModel):
     """What happened in one part of a coding-agent session."""
 
     phase_title: str = Field(description="A short title for this part, under 10 words.")
-    asked: list[str] = Field(default_factory=list, max_length=4, description="What the user asked for.")
     done: str = Field(description="One or two sentences: what was actually done.")
-    files: list[FileOut] = Field(
-        default_factory=list, max_length=10, description="Files touched, with the action."
-    )
-    decisions: list[DecisionOut] = Field(default_factory=list, max_length=5)
-    errors: list[ErrorFix] = Field(default_factory=list, max_length=4)
-    outcome: Literal["done", "partial", "failed", "abandoned"]
-    open_items: list[str] = Field(
-        default_factory=list, max_length=4, description="Unfinished work or follow-ups."
-    )
+    decisions: list[DecisionOut] = Field(default_factory=list, max_length=4)
+    errors: list[ErrorFix] = Field(default_factory=list, max_length=3)
+    outcome: Outcome
+    open_items: list[str] = Field(default_factory=list, max_length=3, description="Unfinished work or follow-ups.")
+
+    @field_validator("phase_title", mode="before")
+    @classmethod
+    def _clip_title(cls, v: Any) -> Any:
+        return _cut(v, TITLE_MAX)
+
+    @field_validator("done", mode="before")
+    @classmethod
+    def _clip_done(cls, v: Any) -> Any:
+        return _cut(v, SENTENCE_MAX)
 
     @field_validator("phase_title")
     @classmethod
@@ -122,25 +151,21 @@ class ChunkSummary(BaseModel):
     def _done(cls, v: str) -> str:
         return _text(v, "done")
 
-    @field_validator("asked", "open_items", mode="before")
+    @field_validator("open_items", mode="before")
     @classmethod
-    def _lists(cls, v: Any) -> Any:
-        return _clean_list(v, 4)
-
-    @field_validator("files", mode="before")
-    @classmethod
-    def _files(cls, v: Any) -> Any:
-        return _clean_list(v, 10)
+    def _open(cls, v: Any) -> Any:
+        cleaned = _clean_list(v, 3)
+        return [_cut(x, ITEM_MAX) for x in cleaned] if isinstance(cleaned, list) else cleaned
 
     @field_validator("decisions", mode="before")
     @classmethod
     def _decisions(cls, v: Any) -> Any:
-        return _clean_list(v, 5)
+        return _clean_list(v, 4)
 
     @field_validator("errors", mode="before")
     @classmethod
     def _errors(cls, v: Any) -> Any:
-        return _clean_list(v, 4)
+        return _clean_list(v, 3)
 
 
 class ReduceSummary(BaseModel):
@@ -149,11 +174,19 @@ class ReduceSummary(BaseModel):
     title: str = Field(description="A short title for the session, under 10 words.")
     goal: str = Field(description="One sentence: what the user wanted from the session.")
     decisions: list[DecisionOut] = Field(default_factory=list, max_length=6, description="The key decisions.")
-    open_items: list[str] = Field(default_factory=list, max_length=6, description="What is still unfinished.")
-    tags: list[str] = Field(default_factory=list, max_length=6, description="Lowercase topic keywords.")
-    projects: list[str] = Field(
-        default_factory=list, max_length=3, description="Project or repository names."
-    )
+    open_items: list[str] = Field(default_factory=list, max_length=4, description="What is still unfinished.")
+    tags: list[str] = Field(default_factory=list, max_length=5, description="Lowercase topic keywords.")
+    projects: list[str] = Field(default_factory=list, max_length=3, description="Project or repository names.")
+
+    @field_validator("title", mode="before")
+    @classmethod
+    def _clip_title(cls, v: Any) -> Any:
+        return _cut(v, TITLE_MAX)
+
+    @field_validator("goal", mode="before")
+    @classmethod
+    def _clip_goal(cls, v: Any) -> Any:
+        return _cut(v, SENTENCE_MAX)
 
     @field_validator("title")
     @classmethod
@@ -165,18 +198,50 @@ class ReduceSummary(BaseModel):
     def _goal(cls, v: str) -> str:
         return _text(v, "goal")
 
-    @field_validator("open_items", "tags", "decisions", mode="before")
+    @field_validator("decisions", mode="before")
     @classmethod
-    def _lists(cls, v: Any) -> Any:
+    def _decisions(cls, v: Any) -> Any:
         return _clean_list(v, 6)
 
-    @field_validator("projects", mode="before")
+    @field_validator("open_items", mode="before")
     @classmethod
-    def _projects(cls, v: Any) -> Any:
+    def _open(cls, v: Any) -> Any:
+        cleaned = _clean_list(v, 4)
+        return [_cut(x, ITEM_MAX) for x in cleaned] if isinstance(cleaned, list) else cleaned
+
+    @field_validator("tags", "projects", mode="before")
+    @classmethod
+    def _words(cls, v: Any) -> Any:
+        cleaned = _clean_list(v, 5)
+        return [_cut(x, WORD_MAX) for x in cleaned] if isinstance(cleaned, list) else cleaned
+
+
+# A session whose transcript fits one chunk is summarised by one call with this schema instead of a
+# chunk call and a reduce call: on the embedded model each call costs a minute or more.
+class SessionBrief(ReduceSummary):
+    """A whole short coding-agent session."""
+
+    done: str = Field(description="One or two sentences: what was actually done.")
+    outcome: Outcome
+    errors: list[ErrorFix] = Field(default_factory=list, max_length=3)
+
+    @field_validator("done", mode="before")
+    @classmethod
+    def _clip_done(cls, v: Any) -> Any:
+        return _cut(v, SENTENCE_MAX)
+
+    @field_validator("done")
+    @classmethod
+    def _done(cls, v: str) -> str:
+        return _text(v, "done")
+
+    @field_validator("errors", mode="before")
+    @classmethod
+    def _errors(cls, v: Any) -> Any:
         return _clean_list(v, 3)
 
 
 #: Part of the cache key: bump it when answers cached under the same schema must not be reused.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
-__all__ = ["SCHEMA_VERSION", "ChunkSummary", "DecisionOut", "ErrorFix", "FileOut", "ReduceSummary"]
+__all__ = ["SCHEMA_VERSION", "ChunkSummary", "DecisionOut", "ErrorFix", "ReduceSummary", "SessionBrief"]
