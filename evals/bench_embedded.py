@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -52,7 +53,7 @@ MODEL = f"openai/{ALIAS}"
 CASES = (
     "agentic-wallet-grant-skill-short",  # Claude Code, short
     "skillz-combine-design-docs",  # SpecStory
-    "subagent-claude-model-switch-webfetch",  # Claude Code subagent
+    "cloak-squads-grant-setup",  # Claude Code
     "privacy-x402-init-agents-md",  # Codex
     "ai-text-detector-gh-pages-debug",  # SpecStory, failed
     "smart-tourism-login-failure-debug-zh",  # SpecStory, Chinese
@@ -123,6 +124,8 @@ def run_cli(code: Path, transcript: Path, api_base: str, work: Path) -> tuple[fl
     error = "" if proc.returncode == 0 else f"exit {proc.returncode}: {proc.stderr[-300:]}"
     if "used the extractive summary" in proc.stderr + proc.stdout:
         error = error or "fell back to the extractive summary"
+    if not error and "1 written" not in proc.stderr + proc.stdout:
+        error = "no note written"
     return wall, error
 
 
@@ -157,8 +160,9 @@ def render(rows: list[Row], rates: list[Rates], best: Rates, rev: str, runtime: 
                 continue
             vs = f"{r.wall_s / base.wall_s:.2f}×" if base and name != rev and base.wall_s else ""
             err = f" ({r.error})" if r.error else ""
+            over = f"{r.wall_s / r.limit(best):.2f}×" if r.calls else "–"
             out.append(f"| {case}{err} | {name} | {r.calls} | {r.tokens_in:,} ({r.cached:,}) | {r.tokens_out:,} | "
-                       f"{r.model_s:.0f} | {r.wall_s:.0f} | {r.limit(best):.0f} | {r.wall_s / r.limit(best):.2f}× | {vs} |")
+                       f"{r.model_s:.0f} | {r.wall_s:.0f} | {r.limit(best):.0f} | {over} | {vs} |")
             t = totals.setdefault(name, [0.0, 0.0, 0.0, 0.0])
             t[0] += r.wall_s
             t[1] += r.limit(best)
@@ -167,7 +171,7 @@ def render(rows: list[Row], rates: list[Rates], best: Rates, rev: str, runtime: 
     out.append("")
     for name, (wall, limit, calls, model_s) in totals.items():
         line = (f"**{name}**: {calls:.0f} calls, {wall:.0f} s wall ({model_s:.0f} s in the model) for "
-                f"{len(cases)} sessions, {wall / limit:.2f}× the limit")
+                f"{len(cases)} sessions, {wall / max(limit, 1e-9):.2f}× the limit")
         if name != rev and rev in totals:
             line += f", {wall / totals[rev][0]:.2f}× the baseline's wall time"
         out.append(line + ".")
@@ -180,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--case", action="append", help="an eval case id, dev split (repeatable)")
     ap.add_argument("--out", type=Path, default=REPORT)
     args = ap.parse_args(argv)
+    # A kill (not only Ctrl-C) still removes the worktree and stops the server: ``finally`` runs on SystemExit.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     golds = {g.id: g for g in load_gold()}
     cases = args.case or list(CASES)
     for c in cases:
