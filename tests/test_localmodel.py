@@ -107,12 +107,12 @@ def test_forced_tool_call_goes_as_a_json_schema_and_comes_back_as_the_tool_call(
 
     sent = yaml.safe_load(CASSETTE.read_text())["interactions"][0]["request"]["body"]
     original = json.loads(sent)
-    assert original["tool_choice"] == {"type": "function", "function": {"name": "ChunkSummary"}}
+    assert original["tool_choice"] == {"type": "function", "function": {"name": "SessionBrief"}}
     new, name = forced_tool(sent.encode())
     body = json.loads(new)
-    assert name == "ChunkSummary" and "tools" not in body and "tool_choice" not in body
+    assert name == "SessionBrief" and "tools" not in body and "tool_choice" not in body
     assert body["response_format"] == {"type": "json_schema", "json_schema": {
-        "name": "ChunkSummary", "schema": original["tools"][0]["function"]["parameters"]}}
+        "name": "SessionBrief", "schema": original["tools"][0]["function"]["parameters"]}}
     assert body["messages"] == original["messages"] and body["max_tokens"] == original["max_tokens"]
 
     two = {"tools": [{"type": "function", "function": {"name": n, "parameters": {"title": n}}} for n in ("A", "B")],
@@ -261,7 +261,7 @@ def test_forced_tool_call_comes_back_as_that_tool_call(served, tmp_path):
         with urllib.request.urlopen(req, timeout=600) as r:
             answer = json.load(r)
     [call] = answer["choices"][0]["message"]["tool_calls"]
-    assert call["function"]["name"] == "ChunkSummary"
+    assert call["function"]["name"] == "SessionBrief"
     assert isinstance(json.loads(call["function"]["arguments"]), dict)
 
 

@@ -281,11 +281,11 @@ class LLMClient:
             for task in pending:
                 task.cancel()
             if pending:
-                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            loop.run_until_complete(loop.shutdown_asyncgens())
+                _finish(loop, asyncio.gather(*pending, return_exceptions=True))
+            _finish(loop, loop.shutdown_asyncgens())
             # litellm runs part of each call in the loop's default executor; as asyncio.run does,
             # join those threads here rather than leave them to interpreter shutdown.
-            loop.run_until_complete(loop.shutdown_default_executor())
+            _finish(loop, loop.shutdown_default_executor())
         finally:
             loop.close()
 
@@ -295,6 +295,21 @@ class LLMClient:
         report.input_tokens = self.usage.input_tokens
         report.output_tokens = self.usage.output_tokens
         report.cost_usd = round(self.usage.cost_usd, 6)
+
+
+def _finish(loop: asyncio.AbstractEventLoop, awaitable: Any) -> None:
+    """``loop.run_until_complete`` that survives a Ctrl-C that landed mid-call: the interrupted run leaves
+    the loop flagged to stop, so the first run after it ends at once ("Event loop stopped before Future
+    completed"); the second finishes the work. Without this, Ctrl-C during a model call printed a
+    traceback and exited 1 instead of the "Interrupted: ..." report."""
+    future = asyncio.ensure_future(awaitable, loop=loop)
+    for attempt in range(2):
+        try:
+            loop.run_until_complete(future)
+            return
+        except RuntimeError as exc:
+            if "stopped before" not in str(exc) or attempt:
+                raise
 
 
 @contextmanager
