@@ -168,8 +168,11 @@ def test_ctrl_c_says_what_is_kept_stops_the_server_and_the_same_command_goes_on(
     # four at once they could all land before the signal, on a busy machine). Since a one-chunk session is one
     # call, a short delay let the rest finish before the signal arrived: 1.5 s a call leaves seconds.
     cmd = [str(DISTILL), "--db", str(db), "--all", "--out", str(out), "--jobs", "1", *model]
+    # A terminal delivers Ctrl-C to a process whose SIGINT is at its default; a suite started in the background
+    # (``.ci/run &``) inherits SIGINT ignored, and Python then rightly ignores it too.
     proc = subprocess.Popen(cmd, env={**user_env(tmp_path), **env}, cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 120
         while not list(out.rglob("*.md")) and proc.poll() is None and time.monotonic() < deadline:
