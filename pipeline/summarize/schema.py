@@ -56,12 +56,13 @@ def _text(v: str, what: str) -> str:
     return v
 
 
-def _clean_list(v: Any, limit: int) -> Any:
-    """Drop empty/placeholder strings and cut to ``limit`` before validation (no re-ask for that)."""
+def _clean_list(v: Any, limit: int, *, clip: int | None = None) -> Any:
+    """Drop empty/placeholder strings and cut to ``limit`` before validation (no re-ask for that); with
+    ``clip``, each string is clipped to that many characters too (``_cut``)."""
     if not isinstance(v, list):
         return v
     out = [x for x in v if not (isinstance(x, str) and x.strip().lower().strip(" .") in _PLACEHOLDERS)]
-    return out[:limit]
+    return [_cut(x, clip) for x in out[:limit]] if clip else out[:limit]
 
 
 def _cut(v: Any, limit: int) -> Any:
@@ -102,8 +103,7 @@ class DecisionOut(BaseModel):
     @field_validator("rejected", mode="before")
     @classmethod
     def _rejected(cls, v: Any) -> Any:
-        cleaned = _clean_list(v, 3)
-        return [_cut(x, ITEM_MAX) for x in cleaned] if isinstance(cleaned, list) else cleaned
+        return _clean_list(v, 3, clip=ITEM_MAX)
 
 
 class ErrorFix(BaseModel):
@@ -154,8 +154,7 @@ class ChunkSummary(BaseModel):
     @field_validator("open_items", mode="before")
     @classmethod
     def _open(cls, v: Any) -> Any:
-        cleaned = _clean_list(v, 3)
-        return [_cut(x, ITEM_MAX) for x in cleaned] if isinstance(cleaned, list) else cleaned
+        return _clean_list(v, 3, clip=ITEM_MAX)
 
     @field_validator("decisions", mode="before")
     @classmethod
@@ -206,14 +205,12 @@ class ReduceSummary(BaseModel):
     @field_validator("open_items", mode="before")
     @classmethod
     def _open(cls, v: Any) -> Any:
-        cleaned = _clean_list(v, 4)
-        return [_cut(x, ITEM_MAX) for x in cleaned] if isinstance(cleaned, list) else cleaned
+        return _clean_list(v, 4, clip=ITEM_MAX)
 
     @field_validator("tags", "projects", mode="before")
     @classmethod
     def _words(cls, v: Any) -> Any:
-        cleaned = _clean_list(v, 5)
-        return [_cut(x, WORD_MAX) for x in cleaned] if isinstance(cleaned, list) else cleaned
+        return _clean_list(v, 5, clip=WORD_MAX)
 
 
 # A session whose transcript fits one chunk is summarised by one call with this schema instead of a
