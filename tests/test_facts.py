@@ -353,6 +353,8 @@ def test_the_work_tree_report_lists_outputs_once_the_session_has_edited() -> Non
     merging = "All conflicts fixed but you are still merging.\n\tmodified:   theirs.ts\n"
     assert edited(u("x"), first, run, result("g", merging)) == ["docs/src/gui.md"]
     assert edited(u("x"), first, u("A  lone/line.md is what I meant")) == ["docs/src/gui.md"]  # one short line is prose
+    code = "interface Changes {\n    deleted: string[];\n    modified:   Record<string, File>;\n}"
+    assert edited(u("x"), first, run, result("g", code)) == ["docs/src/gui.md"]  # a type's fields, not a status
 
 
 def test_a_bare_file_name_takes_the_one_path_the_session_shows_for_it() -> None:
@@ -362,6 +364,44 @@ def test_a_bare_file_name_takes_the_one_path_the_session_shows_for_it() -> None:
             u("see lib/util.ts and app/util.ts"))
     s = Session(id="s", source="specstory", cwd="/home/u/proj", messages=msgs)
     assert [t.path for t in derive_facts(s).files if t.action != "read"] == ["src/domain/tasks.ts", "util.ts"]
+
+
+def test_a_pathless_block_is_the_module_the_session_imports_what_it_defines() -> None:
+    """Cursor v0 exports an applied edit as a bare fence in a reply of its own. Its code names its file:
+    ``export function LocalDebugButtons`` is what ``import { LocalDebugButtons } from '@/…'`` loads."""
+    page = u("import { Panel } from '@/components/shop/panel'\nimport { Buttons } from '@/components/shop/buttons'\n"
+             "import { Button } from '@/components/ui/button'\n"
+             "TypeError: x\n    at Panel (./src/components/shop/panel.tsx:79:40)")
+    buttons = "```\nimport { Button } from '@/components/ui/button'\n\nexport function Buttons() {\n  return <Button />\n}\n```"
+    panel = "```\nexport function Panel({ items }: Props) {\n  return <div className=\"rounded-none\" />\n}\n```"
+    # placed by the alias, with the extension its folder's files use (panel.tsx, shown in the trace)
+    assert edited(page, a("我来修改按钮的布局。"), a(buttons)) == ["components/shop/buttons.tsx"]
+    # placed by the one path the session shows for the module
+    assert edited(page, a("Let me fix the corners:"), a(panel)) == ["src/components/shop/panel.tsx"]
+    # not announced as an edit, or announced as advice: a code sample, not an edit
+    assert edited(page, a("Here is how it looks now:"), a(buttons)) == []
+    assert edited(page, a("You could change it like this:"), a(buttons)) == []
+    # a block that only uses an imported name, or a package's name, places nothing
+    uses = "```\nexport default function Page() {\n  return <Buttons />\n}\n```"
+    assert edited(page, a("Let me update the page:"), a(uses)) == []
+    react = "```\nexport function useState() {}\n```"
+    assert edited(u("import { useState } from 'react'"), a("Let me update it:"), a(react)) == []
+
+
+def test_an_unnamed_diff_is_placed_by_its_definitions_and_its_sibling_imports() -> None:
+    index = ("```diff\n+ import { createListCommand } from './list';\n+ import { createStatusCommand } from './status';\n"
+             "+ export function createTasksCommand() {}\n```")
+    listing = "```diff\n+ import { Command } from 'commander';\n+ export function createListCommand() {}\n```"
+    wrapper = ("```diff\n+ import { resolve as inner } from '../domain/repo';\n+ export function resolve() { return inner() }\n"
+               "```")
+    trace = ("Error: x\n    at /home/u/p/src/commands/tasks/status.ts:58:3\n    at /home/u/p/src/commands/session/list.ts:1:1\n"
+             "    at /home/u/p/src/commands/tasks/list.ts:9:9\n")
+    msgs = (u("build the tasks command"), a(f"Now the index:\n\n{index}\n\nThe list command:\n\n{listing}"),
+            call("t", "run_terminal_cmd", {"command": "bun test"}), result("t", trace), u("import { resolve } from './repo'"),
+            a(f"Fixing the wrapper:\n\n{wrapper}"))
+    s = Session(id="s", source="specstory", cwd="/home/u/p", messages=msgs)
+    # ./list is shown twice (tasks/, session/): its sibling ./status, shown once, says which folder
+    assert [t.path for t in derive_facts(s).files if t.action != "read"] == ["src/commands/tasks/list.ts"]
 
 
 def test_real_specstory_exports() -> None:
@@ -379,7 +419,9 @@ def test_real_specstory_exports() -> None:
     # named bare in the claim, at its full path where the session shows it
     assert out("specstory/download-manager-analysis-doc-writing-zh.md") == [
         "download/src/main/java/com/pichs/download/dispatcher/DownloadQueueDispatcher.kt"]
-    assert out("specstory/shadcn-admin-feature-help-zh.md") == []  # v0 with plain code blocks only
+    # v0 with bare fences only: the components whose code the session imports from '@/components/bookmark/…'
+    assert out("specstory/shadcn-admin-feature-help-zh.md") == [
+        "components/bookmark/local-debug-buttons.tsx", "components/bookmark/bookmark-sidebar-chrome.tsx"]
 
 
 # --------------------------------------------------------------------------- usage and counts

@@ -36,6 +36,7 @@ from functools import lru_cache
 from typing import Any, TypeGuard
 
 from pipeline.facts.lang import session_language
+from pipeline.facts.modules import ModuleLocator, imported_names, sibling_modules
 from pipeline.facts.shell import command_text, normalise_path, shell_file_ops
 from pipeline.facts.turns import typed_by_user
 from pipeline.models import Chunk, Facts, FileAction, FileTouch, Message, Session, ToolCall
@@ -385,7 +386,7 @@ def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source:
     out = _Touches(cwd)
     prose = source in _PROSE_EDIT_SOURCES and not any(
         c.name.lower() in _CHANGE_TOOLS for m in messages for c in m.tool_calls)
-    edits = _ProseEdits() if prose else None
+    edits = _ProseEdits(_locator(messages, cwd)) if prose else None
     skill_dirs: dict[str, str] = {}
     for m in messages:
         if edits is not None:
@@ -480,7 +481,7 @@ def _last_paragraph(text: str) -> str:
     return parts[-1] if parts else ""
 
 
-def _reply_edits(text: str, known: Sequence[str], reads: Sequence[str]) -> list[str]:
+def _reply_edits(text: str, known: Sequence[str], reads: Sequence[str], locator: ModuleLocator | None = None) -> list[str]:
     """Files one assistant reply edits through its code blocks (see ``prose_edits``)."""
     blocks = list(_BLOCK.finditer(text))
     paths: list[str | None] = []
@@ -511,6 +512,10 @@ def _reply_edits(text: str, known: Sequence[str], reads: Sequence[str]) -> list[
         if _APPLIED.search(after) and not _ADVICE.search(after) and (name := _named_file(after, known)):
             for k in range(i, j + 1):
                 paths[k] = paths[k] or name
+    # Still unnamed: the module the diff's own code defines, when the session imports it (``modules``).
+    for i in open_:
+        if paths[i] is None and locator is not None:
+            paths[i] = locator.locate(_new_side(blocks[i]), blocks[i].group(1).strip())
     left = [i for i in open_ if paths[i] is None]
     done = {p for p in paths if p}
     unread = [r for r in dict.fromkeys(reads) if r not in done]
@@ -518,6 +523,14 @@ def _reply_edits(text: str, known: Sequence[str], reads: Sequence[str]) -> list[
         for i, r in zip(left, unread, strict=True):
             paths[i] = r
     return [p for p in paths if p]
+
+
+def _new_side(block: re.Match[str]) -> str:
+    """A block's code as it is after the edit: a diff's context and added lines, unmarked."""
+    if not _is_diff(block):
+        return block.group(2)
+    return "\n".join(line[1:] if line[:1] in "+ " else line for line in block.group(2).splitlines()
+                     if not line.startswith("-"))
 
 
 def _is_diff(block: re.Match[str]) -> bool:
@@ -562,7 +575,7 @@ def prose_edits(messages: Sequence[Message], known: Sequence[str]) -> list[str]:
     * VS Code Copilot's edit headers, ``### [undo.js](file:///home/u/proj/src/undo.js)`` before the
       changed code, name the file by its URI.
     """
-    edits = _ProseEdits()
+    edits = _ProseEdits(_locator(messages, None))
     out: list[str] = []
     for m in messages:
         out += edits.feed(m, [*known, *out])
@@ -603,6 +616,8 @@ _STATUS_LONG = re.compile(r"^\s+(modified|new file|deleted|renamed|copied|typech
 _STATUS_SHORT = re.compile(r"^\s?([MADRCUT?]{1,2})\s+(\S.*?)`?\s*$")
 _DIFF_STAT = re.compile(r"^\s(\S.*?)\s+\|\s+(?:\d+\s*[+-]*|Bin\b.*)$")
 # A merge brings in other people's changes: its status lists files this session did not write.
+# A path as git prints it: quoted when it has spaces, never code ("deleted: string[];" is a field of a type).
+_REPORTED_PATH = re.compile(r'^(?:"[^"\n]+"|[^\s;,(){}\[\]<>=]+)$')
 _MERGING = re.compile(r"unmerged paths|still merging|Merge made by|CONFLICT \(|fix conflicts", re.I)
 _SHORT_ACTIONS: dict[str, FileAction] = {"A": "created", "?": "created", "D": "deleted"}
 _LONG_ACTIONS: dict[str, FileAction] = {"new file": "created", "deleted": "deleted"}
@@ -621,8 +636,7 @@ def worktree_report(text: str) -> list[tuple[str, FileAction]]:
     run: list[tuple[str, FileAction]] = []
     stat: list[str] = []
     for line in [*text.splitlines(), ""]:
-        if m := _STATUS_LONG.match(line):
-            path = m.group(2).split(" -> ")[-1]
+        if (m := _STATUS_LONG.match(line)) and _REPORTED_PATH.match(path := m.group(2).split(" -> ")[-1]):
             out.append((path, _LONG_ACTIONS.get(m.group(1), "modified")))
         if (m := _STATUS_SHORT.match(line)) and ("/" in m.group(2) or "." in m.group(2)):
             code = m.group(1).strip()
@@ -652,12 +666,7 @@ def _resolve_bare_names(touches: list[FileTouch], messages: Sequence[Message], c
     bare = [t for t in touches if "/" not in t.path and t.tool in ("edit_block", "claim")]
     if not bare:
         return touches
-    seen: set[str] = set()
-    for m in messages:
-        for text in (m.content, *(s for c in m.tool_calls for s in arg_strings(c.arguments))):
-            for x in _SHOWN_PATH.finditer(text):
-                if (norm := normalise_path(x.group(1), cwd)) and not norm.startswith(".."):
-                    seen.add(norm)
+    seen = _shown_paths(messages, cwd)
     renamed: dict[str, str] = {}
     for t in bare:
         cands = {p for p in seen if p.endswith("/" + t.path)}
@@ -675,15 +684,40 @@ def _resolve_bare_names(touches: list[FileTouch], messages: Sequence[Message], c
     return list(out.values())
 
 
+def _texts(m: Message) -> list[str]:
+    return [m.content, *(s for c in m.tool_calls for s in arg_strings(c.arguments))]
+
+
+def _shown_paths(messages: Sequence[Message], cwd: str | None) -> set[str]:
+    """Every path with a directory the session shows anywhere (stack traces, test output, reads)."""
+    seen: set[str] = set()
+    for m in messages:
+        for text in _texts(m):
+            for x in _SHOWN_PATH.finditer(text):
+                if (norm := normalise_path(x.group(1), cwd)) and not norm.startswith(".."):
+                    seen.add(norm)
+    return seen
+
+
+def _locator(messages: Sequence[Message], cwd: str | None) -> ModuleLocator:
+    texts = [t for m in messages for t in _texts(m)]
+    return ModuleLocator(imported_names(texts), _shown_paths(messages, cwd), sibling_modules(texts))
+
+
+_LONE_BLOCK = re.compile(r"\A\s*```([^\n`]*)\n(.*?)^```[ \t]*\s*\Z", re.M | re.S)
+
+
 class _ProseEdits:
     """``prose_edits`` one message at a time, so the caller can interleave them with tool calls."""
 
-    def __init__(self) -> None:
+    def __init__(self, locator: ModuleLocator | None = None) -> None:
         self.reads: list[str] = []
+        self.locator = locator
+        self.lead = ""  # the assistant's last words in this turn before the current message
 
     def feed(self, m: Message, known: Sequence[str]) -> list[str]:
         if m.role == "user":
-            self.reads = []
+            self.reads, self.lead = [], ""
             return []
         if m.role != "assistant":
             return []
@@ -692,8 +726,21 @@ class _ProseEdits:
             if c.name.lower() in _READ_TOOLS and isinstance(c.arguments, dict) and (p := _arg_path(c.arguments)):
                 self.reads.append(p)
         if "```" in m.content:
-            found += _reply_edits(m.content, [*known, *found], self.reads)
+            found += _reply_edits(m.content, [*known, *found], self.reads, self.locator)
+            if not found and (lone := self._lone_edit(m.content)):
+                found.append(lone)
+        if not _LONE_BLOCK.match(m.content):
+            self.lead = _last_paragraph(m.content) or self.lead
         return found + [p for p in _claimed_edits(m.content, [*known, *found]) if p not in found]
+
+    def _lone_edit(self, text: str) -> str | None:
+        """A reply that is one bare fence, announced by the reply before it as an edit, is how Cursor's
+        edit tool is exported (the new code, no path): its file, when its code says which (``modules``)."""
+        if self.locator is None or not (block := _LONE_BLOCK.match(text)):
+            return None
+        if not _EDIT_INTENT.search(self.lead) or _ADVICE.search(self.lead):
+            return None
+        return self.locator.locate(block.group(2), block.group(1).strip())
 
 
 # --------------------------------------------------------------------------- the stage

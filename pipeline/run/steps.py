@@ -152,11 +152,13 @@ def commit(draft: Draft, *, settings: Settings, store: object) -> SessionResult:
         return SessionResult(session_id=draft.session_id, status="unchanged",
                              path=str(settings.out / rel) if rel else None)
     assert draft.note is not None
-    result: SessionResult = store.write(draft.note, force=settings.force, dry_run=settings.dry_run)  # type: ignore[attr-defined]
     if draft.evidence is not None and not settings.dry_run:
         from pipeline.skills.evidence import save_evidence
 
+        # Before the note: the note's content hash is what makes the next run skip this session, so
+        # a kill between the two writes must leave the note stale (rewritten), never the sidecar.
         save_evidence(settings.out, draft.evidence)
+    result: SessionResult = store.write(draft.note, force=settings.force, dry_run=settings.dry_run)  # type: ignore[attr-defined]
     if draft.problems:
         result = result.model_copy(update={"problems": draft.problems})
     return result

@@ -1,0 +1,175 @@
+"""Which file a code block with no path is, from what the block defines and what the session imports.
+
+Cursor v0/v1 exports (SpecStory) render an applied edit as a bare fence: the new code, and no path.
+The code still says what it is. ``export function LocalDebugButtons(`` is the module the session
+imports with ``import { LocalDebugButtons } from '@/components/bookmark/local-debug-buttons'``, and
+``class TaskService`` is what ``from app.tasks import TaskService`` loads. So the block's file is
+found through the session's own import lines, never guessed from a name alone:
+
+* the block must *define* the name (``export … function|class|const …``, a top-level Python
+  ``def``/``class``); a block that only uses it says nothing;
+* the session must import that name from exactly one module;
+* the module becomes a path: the one path the session shows elsewhere (a stack trace, test
+  output, a read) that ends with it; else, for an alias import (``@/x``, ``~/x``) or a Python
+  module, the module path with the extension its sibling files use (or the block's language);
+  a relative import (``./list``) with no path shown for it stays unplaced, since its base is the
+  importing file, which the export does not name either.
+
+Packages (``react``, ``@radix-ui/react-select``, ``os``) are never project files.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections import Counter
+from collections.abc import Iterable
+
+# import { A, B as C } from 'x'; (a diff's "+"/"-" marker may lead: a removed import still says where a name lives)
+# import { A, B as C } from 'x'; import D, { E } from "x"; import type { F } from 'x'; import * as G from 'x'
+_JS_IMPORT = re.compile(r"^[+-]?[ \t]*import\s+(?:type\s+)?([\w$\s{},*]+?)\s+from\s+['\"]([^'\"\n]+)['\"]", re.M)
+_PY_IMPORT = re.compile(r"^[+-]?[ \t]*from\s+(\.*[\w.]*)\s+import\s+\(?([\w\s,]+?)\)?\s*$", re.M)
+_JS_DEFINES = re.compile(
+    r"^ ?export\s+(?:default\s+)?(?:declare\s+)?(?:async\s+)?(?:function\*?|class|const|let|var|interface|type|enum)"
+    r"\s+([A-Za-z_$][\w$]*)|^ ?export\s+default\s+([A-Z][\w$]*)\s*;?\s*$", re.M)
+# " ?": a diff shown as "+ export function …" keeps one space once its marker is stripped.
+_PY_DEFINES = re.compile(r"^ ?(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)", re.M)
+_ALIAS = ("@/", "~/", "#/")
+_CODE_EXTS = ("tsx", "ts", "jsx", "js", "mjs", "cjs", "vue", "svelte", "py")
+_JSX = re.compile(r"</[A-Za-z]|/>|\bclassName=")
+_TS = re.compile(r"^\s*(?:export\s+)?(?:interface|type)\s+\w+|:\s*(?:string|number|boolean|React\.\w+)\b", re.M)
+
+
+def imported_names(texts: Iterable[str]) -> dict[str, str]:
+    """Name → the one module the texts import it from (names imported from two modules are dropped)."""
+    seen: dict[str, set[str]] = {}
+    for text in texts:
+        if "import" not in text:
+            continue
+        for m in _JS_IMPORT.finditer(text):
+            spec = m.group(2)
+            for name in _js_clause_names(m.group(1)):
+                seen.setdefault(name, set()).add(spec)
+        for m in _PY_IMPORT.finditer(text):
+            spec = m.group(1)
+            for part in m.group(2).split(","):
+                if name := part.split(" as ")[0].strip():
+                    seen.setdefault(name, set()).add("py:" + spec)
+    return {name: specs.pop() for name, specs in seen.items() if len(specs) == 1}
+
+
+def sibling_modules(texts: Iterable[str]) -> dict[str, set[str]]:
+    """Relative module → the other modules one file imports with the same prefix ("./list" → {"./get",
+    "./status"}): one folder, so a sibling placed for sure places an ambiguous one too."""
+    out: dict[str, set[str]] = {}
+    for text in texts:
+        if "import" not in text:
+            continue
+        by_prefix: dict[str, set[str]] = {}
+        for m in _JS_IMPORT.finditer(text):
+            spec = m.group(2)
+            if spec.startswith("."):
+                by_prefix.setdefault(spec.rsplit("/", 1)[0], set()).add(spec)
+        for specs in by_prefix.values():
+            for spec in specs:
+                out.setdefault(spec, set()).update(specs - {spec})
+    return out
+
+
+def _js_clause_names(clause: str) -> list[str]:
+    """The names an import clause brings in, as the exporting module spells them."""
+    names = []
+    braced = re.search(r"\{([^}]*)\}", clause)
+    if braced:
+        names += [p.split(" as ")[0].strip() for p in braced.group(1).split(",")]
+    default = re.sub(r"\{[^}]*\}", "", clause).strip(" ,")
+    if default and not default.startswith("*") and re.fullmatch(r"[A-Za-z_$][\w$]*", default):
+        names.append(default)
+    return [n.removeprefix("type ").strip() for n in names if n.strip()]
+
+
+def defined_names(code: str) -> list[str]:
+    """Names a block defines at its top level (JS/TS exports, Python defs and classes)."""
+    names = [a or b for a, b in _JS_DEFINES.findall(code)]
+    return list(dict.fromkeys([*names, *_PY_DEFINES.findall(code)]))
+
+
+def _strip_ext(path: str) -> str:
+    root, ext = posixpath.splitext(path)
+    return root if ext.lstrip(".").lower() in _CODE_EXTS else path
+
+
+def _tail(spec: str) -> tuple[str, bool] | None:
+    """(the module's path without extension, whether it may be placed without a shown path)."""
+    if spec.startswith("py:"):
+        dotted = spec[3:]
+        rel = dotted.startswith(".")
+        parts = [p for p in dotted.lstrip(".").split(".") if p]
+        return ("/".join(parts), not rel and len(parts) > 1) if parts else None
+    for alias in _ALIAS:
+        if spec.startswith(alias):
+            return spec[len(alias):].strip("/"), True
+    if spec.startswith((".", "/")):
+        tail = re.sub(r"^(?:\.{1,2}/)+", "", spec).strip("/")
+        return (tail, False) if tail and tail not in (".", "..") else None
+    return None  # a package
+
+
+def _same_module(a: str, b: str) -> bool:
+    """Two import tails that may name one module ("domain/repo-utils" and "repo-utils")."""
+    return a == b or a.endswith("/" + b) or b.endswith("/" + a)
+
+
+def _guess_ext(code: str, tag: str, tail: str, shown: Iterable[str], spec: str) -> str:
+    if spec.startswith("py:"):
+        return "py"
+    folder = posixpath.dirname(tail)
+    siblings = Counter(posixpath.splitext(p)[1].lstrip(".") for p in shown
+                       if posixpath.dirname(p).endswith(folder) and posixpath.splitext(p)[1].lstrip(".") in _CODE_EXTS)
+    if folder and siblings:
+        return siblings.most_common(1)[0][0]
+    if tag.lower() in _CODE_EXTS:
+        return tag.lower()
+    typed = bool(_TS.search(code))
+    if _JSX.search(code):
+        return "tsx" if typed else "jsx"
+    return "ts" if typed else "js"
+
+
+class ModuleLocator:
+    """Finds a pathless block's file in one session (see the module docstring)."""
+
+    def __init__(self, imports: dict[str, str], shown: Iterable[str], siblings: dict[str, set[str]] | None = None) -> None:
+        self.imports = imports
+        self.shown = sorted(set(shown))
+        self.siblings = siblings or {}
+
+    def locate(self, code: str, tag: str = "") -> str | None:
+        own = imported_names([code])  # a wrapper defines what it imports; no file imports itself
+        specs = {self.imports[n] for n in defined_names(code) if n in self.imports and n not in own}
+        if len(specs) != 1:
+            return None  # defines nothing imported, or the names of two modules
+        spec = specs.pop()
+        found = _tail(spec)
+        if found is None or any((t := _tail(o)) and _same_module(t[0], found[0]) for o in own.values()):
+            return None
+        tail, placeable = found
+        hits = self._shown_as(tail)
+        if len(hits) > 1:
+            # "./list" is commands/tasks/list.ts or commands/session/list.ts: the folder of a sibling
+            # import ("./status", shown once, at commands/tasks/status.ts) decides.
+            folders = {posixpath.dirname(h) for sib in self.siblings.get(spec, ())
+                       if (t := _tail(sib)) and len(sib_hits := self._shown_as(t[0])) == 1 for h in sib_hits}
+            hits = {h for h in hits if posixpath.dirname(h) in folders} if len(folders) == 1 else hits
+        if len(hits) == 1:
+            return hits.pop()
+        if hits or not placeable:
+            return None
+        return f"{tail}.{_guess_ext(code, tag, tail, self.shown, spec)}"
+
+    def _shown_as(self, tail: str) -> set[str]:
+        """The paths the session shows for a module tail, one spelling per file."""
+        hits = {p for p in self.shown
+                if (stem := _strip_ext(p)) == tail or stem.endswith("/" + tail) or stem.endswith("/" + tail + "/index")}
+        # "/home/u/p/src/a.ts" and "src/a.ts" are one file: keep the shortest spelling.
+        return {p for p in hits if not any(q != p and p.endswith("/" + q) for q in hits)}
