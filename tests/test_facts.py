@@ -339,13 +339,13 @@ def test_the_work_tree_report_lists_outputs_once_the_session_has_edited() -> Non
     assert edited(u("go"), first, u(f"commit these:\n    {porcelain}")) == [
         "docs/src/gui.md", ".github/instructions.md", "docs/plans/14.review.md", "notes.txt"]
     assert edited(u(porcelain), a("ok")) == []  # the state before the session changed anything
-    long_form = ("On branch main\nChanges not staged for commit:\n\tmodified:   src/a.ts\n\tnew file:   src/b.ts\n"
+    long_form = ("On branch main\nChanges not staged for commit:\n\tmodified:   src/a b.ts\n\tnew file:   app/[id]/(x)/b.ts\n"
                  "\trenamed:    old.ts -> src/c.ts\n\tdeleted:    src/gone.ts\n")
     run = call("g", "run_terminal_cmd", {"command": "git status"})
     touched = [t for t in derive_facts(Session(id="s", source="specstory", messages=(
         u("x"), first, run, result("g", long_form)))).files]
     assert [(t.path, t.action) for t in touched] == [
-        ("docs/src/gui.md", "modified"), ("src/a.ts", "modified"), ("src/b.ts", "created"), ("src/c.ts", "modified"),
+        ("docs/src/gui.md", "modified"), ("src/a b.ts", "modified"), ("app/[id]/(x)/b.ts", "created"), ("src/c.ts", "modified"),
         ("src/gone.ts", "deleted")]
     stat = " src/x.ts   | 12 ++++--\n README.md  |  3 +\n 2 files changed, 13 insertions(+), 2 deletions(-)\n"
     assert edited(u("x"), first, call("g", "run_terminal_cmd", {"command": "git diff --stat"}), result("g", stat))[1:] == [
@@ -353,7 +353,7 @@ def test_the_work_tree_report_lists_outputs_once_the_session_has_edited() -> Non
     merging = "All conflicts fixed but you are still merging.\n\tmodified:   theirs.ts\n"
     assert edited(u("x"), first, run, result("g", merging)) == ["docs/src/gui.md"]
     assert edited(u("x"), first, u("A  lone/line.md is what I meant")) == ["docs/src/gui.md"]  # one short line is prose
-    code = "interface Changes {\n    deleted: string[];\n    modified:   Record<string, File>;\n}"
+    code = "interface Changes {\n    deleted: string[];\n    modified:   Record<string, File>;\n    renamed: boolean\n}"
     assert edited(u("x"), first, run, result("g", code)) == ["docs/src/gui.md"]  # a type's fields, not a status
 
 

@@ -512,16 +512,16 @@ def _reply_edits(text: str, known: Sequence[str], reads: Sequence[str], locator:
         if _APPLIED.search(after) and not _ADVICE.search(after) and (name := _named_file(after, known)):
             for k in range(i, j + 1):
                 paths[k] = paths[k] or name
-    # Still unnamed: the module the diff's own code defines, when the session imports it (``modules``).
-    for i in open_:
-        if paths[i] is None and locator is not None:
-            paths[i] = locator.locate(_new_side(blocks[i]), blocks[i].group(1).strip())
     left = [i for i in open_ if paths[i] is None]
     done = {p for p in paths if p}
     unread = [r for r in dict.fromkeys(reads) if r not in done]
     if left and len(left) == len(unread):
         for i, r in zip(left, unread, strict=True):
             paths[i] = r
+    # Still unnamed: the module the diff's own code defines, when the session imports it (``modules``).
+    for i in open_:
+        if paths[i] is None and locator is not None:
+            paths[i] = locator.locate(_new_side(blocks[i]), blocks[i].group(1).strip())
     return [p for p in paths if p]
 
 
@@ -616,8 +616,9 @@ _STATUS_LONG = re.compile(r"^\s+(modified|new file|deleted|renamed|copied|typech
 _STATUS_SHORT = re.compile(r"^\s?([MADRCUT?]{1,2})\s+(\S.*?)`?\s*$")
 _DIFF_STAT = re.compile(r"^\s(\S.*?)\s+\|\s+(?:\d+\s*[+-]*|Bin\b.*)$")
 # A merge brings in other people's changes: its status lists files this session did not write.
-# A path as git prints it: quoted when it has spaces, never code ("deleted: string[];" is a field of a type).
-_REPORTED_PATH = re.compile(r'^(?:"[^"\n]+"|[^\s;,(){}\[\]<>=]+)$')
+# What git's long form prints is a path, spaces and commas unquoted; a type's field ("deleted: string[];",
+# "modified: boolean") is not: no ";{}<>", and a directory, an extension or a capitalised name (Makefile).
+_REPORTED_PATH = re.compile(r'^(?=[^;{}<>]+$)(?:.*[/.].*|[A-Z][\w-]*)$')
 _MERGING = re.compile(r"unmerged paths|still merging|Merge made by|CONFLICT \(|fix conflicts", re.I)
 _SHORT_ACTIONS: dict[str, FileAction] = {"A": "created", "?": "created", "D": "deleted"}
 _LONG_ACTIONS: dict[str, FileAction] = {"new file": "created", "deleted": "deleted"}
