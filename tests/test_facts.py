@@ -404,6 +404,25 @@ def test_an_unnamed_diff_is_placed_by_its_definitions_and_its_sibling_imports() 
     assert [t.path for t in derive_facts(s).files if t.action != "read"] == ["src/commands/tasks/list.ts"]
 
 
+def test_a_subagents_report_names_the_files_it_changed() -> None:
+    """A subagent's edits are in its own transcript; the parent keeps its report. Its files section and
+    Hermes's own "subagent modified files" note count; a section of files it only read does not."""
+    report = ("Done: the quote endpoint works.\n\n**Files modified:**\n- `api/src/routes/quotes.ts` (new handler)\n"
+              "- api/src/libs/price.ts\n\n## Files created\n1. `api/tests/quotes.spec.ts`\n\n"
+              "Key files reviewed:\n- api/src/store/models/price.ts\n")
+    task = (u("add a quote endpoint"), call("t1", "Task", {"description": "quote endpoint", "prompt": "…"}),
+            result("t1", report))
+    assert touches(*task) == [("api/src/routes/quotes.ts", "modified"), ("api/src/libs/price.ts", "modified"),
+                              ("api/tests/quotes.spec.ts", "created")]
+    hermes = {"results": [{"task_index": 0, "status": "completed", "summary": (
+        "- Fixed the parser\n- Files changed: `src/parser.py`, `tests/test_parser.py`\n\n[NOTE: subagent modified "
+        "files the parent previously read — re-read before editing: docs/usage.md]")}]}
+    assert touches(u("x"), call("d", "delegate_task", {"goal": "fix the parser"}), result("d", hermes)) == [
+        ("docs/usage.md", "modified"), ("src/parser.py", "modified"), ("tests/test_parser.py", "modified")]
+    explore = "## Key files\n- `api/src/store/models/invoice.ts`\n\nI read `price.ts` and found the tiers."
+    assert touches(u("x"), call("e", "Task", {"subagent_type": "Explore"}), result("e", explore)) == []
+
+
 def test_real_specstory_exports() -> None:
     from pipeline.read.detect import read_sessions
     from tests.corpus import corpus_file

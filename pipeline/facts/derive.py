@@ -292,6 +292,11 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
     if failed and lname not in COMMAND_TOOLS:
         return  # a failed write or edit changed nothing
     result = parse_result(result_msg)
+    if lname in _SUBAGENT_TOOLS:
+        # The subagent's own edits are in its own transcript; the parent keeps only its report.
+        for path, action in subagent_files(result_msg.content if result_msg else "", result):
+            out.add(path, action, name)
+        return
     patch = args if isinstance(args, str) else args.get("patch") or args.get("input")
     if lname in _PATCH_TOOLS and not _has_patch(patch) and result_msg is not None:
         patch = result_msg.content
@@ -742,6 +747,65 @@ class _ProseEdits:
         if not _EDIT_INTENT.search(self.lead) or _ADVICE.search(self.lead):
             return None
         return self.locator.locate(block.group(2), block.group(1).strip())
+
+
+#: Tools that hand work to a subagent: Claude Code's ``Task`` (later ``Agent``), Hermes's ``delegate_task``.
+_SUBAGENT_TOOLS = frozenset({"task", "agent", "delegate_task"})
+# Hermes appends this itself when a child wrote files the parent had read: the runtime's list, not prose.
+_STALE_NOTE = re.compile(r"\[NOTE: subagent modified files the parent previously read[^:\]]*:\s*([^\]]+)\]")
+_CHANGED_FILES = re.compile(
+    r"\b(?:files?|paths?)\b[^\n]{0,30}?\b(?:creat|modif|chang|updat|writ|edit|add|touch)\w*"
+    r"|\b(?:creat|modif|chang|updat|writ|edit|add|touch)\w*\s+(?:\w+\s+){0,2}?files?\b"
+    r"|(?:新建|创建|新增|修改|更新|变更|改动|写入)(?:的|了)?(?:文件|档案)|(?:文件|档案)(?:变更|改动|修改|清单|列表)", re.I)
+_CREATED = re.compile(r"\bcreat|\bnew\b|\badded\b|新建|创建|新增", re.I)
+_READ_ONLY = re.compile(r"\b(?:read|reviewed|inspected|explored|examined|analy[sz]ed|looked)\b|查看|阅读|分析", re.I)
+_HEADING = re.compile(r"^\s*(?:#{1,6}\s+|\*\*|__)?(.+?)(?:\*\*|__)?\s*(?:[:：]\s*(.*))?$")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+(.+)$")
+
+
+def _first_path(text: str) -> str | None:
+    """The path a list item names: its first backticked path, else its first path-like word."""
+    for span in re.findall(r"`([^`\n]+)`", text):
+        if m := (_SHOWN_PATH.fullmatch(span.strip()) or _PROSE_PATH.fullmatch(span.strip())):
+            return m.group(1)
+    m = _SHOWN_PATH.search(text) or _PROSE_PATH.search(text)
+    return m.group(1) if m else None
+
+
+def subagent_files(text: str, parsed: dict[str, Any] | None = None) -> list[tuple[str, FileAction]]:
+    """Files a subagent's report says it created or changed.
+
+    Only two shapes count, both lists: the section a report gives them ("**Files modified:**",
+    "## 修改的文件", "Files created: `a.py`, `b.py`", followed by list items, one path each) and the
+    note Hermes itself appends when a child wrote files the parent had read. Claims in sentences
+    count as for exports without edit tools (``_claimed_edits``). Read-only sections ("Files
+    reviewed") never count.
+    """
+    if parsed and isinstance(parsed.get("results"), list):  # Hermes: {"results": [{"summary": …}, …]}
+        text = "\n\n".join(r["summary"] for r in parsed["results"] if isinstance(r, dict) and isinstance(r.get("summary"), str))
+    found: list[tuple[str, FileAction]] = []
+    for note in _STALE_NOTE.findall(text):
+        found += [(p.strip(), "modified") for p in re.sub(r"\(\+\d+ more\)", "", note).split(",") if p.strip()]
+    action: FileAction | None = None
+    for line in text.splitlines():
+        item = _LIST_ITEM.match(line)
+        if item and action:
+            if path := _first_path(item.group(1)):
+                found.append((path, action))
+            continue
+        if not line.strip():
+            continue
+        action = None
+        head = _HEADING.match(line)
+        title = head.group(1) if head else ""
+        if head and len(title) <= 60 and _CHANGED_FILES.search(title) and not _READ_ONLY.search(title):
+            action = "created" if _CREATED.search(title) and not re.search(r"modif|updat|chang|修改|更新", title, re.I) \
+                else "modified"
+            for span in re.split(r",|，|、|\band\b", head.group(2) or ""):
+                if path := _first_path(span):
+                    found.append((path, action))
+    claimed = [(p, "modified") for p in _claimed_edits(text, ()) if p not in {f for f, _ in found}]
+    return [*found, *claimed]
 
 
 # --------------------------------------------------------------------------- the stage
