@@ -164,6 +164,14 @@ def test_codex_shell_with_argv_and_workdir() -> None:
         ("sudo bash -c 'cp a.txt backup/'", [("backup/a.txt", "created")]),
         ("git status && ls -la", []),
         ("echo 'unbalanced", []),
+        # in-place editors other than sed
+        ("perl -pi -e 's/a/b/' src/a.py src/b.py", [("src/a.py", "modified"), ("src/b.py", "modified")]),
+        ("perl -i.bak -pe 's/a/b/' x.txt", [("x.txt", "modified")]),
+        ("perl -Mstrict -ne 'print' a.txt", []),
+        ("yq -i '.a = 1' cfg.yaml && yq e -i '.b = 2' ci.yml && yq '.a' x.yaml", [("cfg.yaml", "modified"), ("ci.yml", "modified")]),
+        # a folder copied whole is not an output file; files copied with -r are
+        ("cp -r templates/ out/ && cp -R assets public", []),
+        ("cp -a src/main.py build/", [("build/main.py", "created")]),
     ],
 )
 def test_shell_file_ops(command: str, expected: list[tuple[str, str]]) -> None:

@@ -160,9 +160,40 @@ def _sed_files(args: list[str]) -> list[str]:
     return files
 
 
+# ``perl -pi -e``, ``perl -i.bak -pe``, ``perl -0777 -pi``: edits its files in place, as ``sed -i`` does.
+_PERL_IN_PLACE = re.compile(r"^-[0-9aclnpswTtuUWX]*i")
+
+
+def _script_then_files(args: list[str]) -> list[str]:
+    """The files after an in-place editor's script: the script is ``-e``'s value or the first word."""
+    files: list[str] = []
+    script_given, skip = False, False
+    for a in args:
+        if skip:
+            skip = False
+        elif a in ("-e", "-E", "--expression"):
+            script_given, skip = True, True
+        elif a.startswith("-"):
+            continue
+        elif not script_given:
+            script_given = True
+        else:
+            files.append(a)
+    return files
+
+
+def _recursive(args: list[str]) -> bool:
+    return any(a in ("--recursive", "--archive") or re.match(r"^-[A-Za-z]*[rRa]", a) for a in args)
+
+
+def _names_a_file(path: str) -> bool:
+    """A ``cp -r`` source that is a file: an extension, and no trailing slash."""
+    return not path.endswith("/") and bool(posixpath.splitext(posixpath.basename(path))[1])
+
+
 #: A command can change a file only through a redirect, one of these words (also inside ``sh -c``) or an
 #: output option.
-_MAYBE_FILE_OP = re.compile(r">|\b(?:mv|cp|rm|unlink|touch|tee|sed)\b|--out|\s-[oO]\s")
+_MAYBE_FILE_OP = re.compile(r">|\b(?:mv|cp|rm|unlink|touch|tee|sed|perl|yq)\b|--out|\s-[oO]\s")
 #: Options that name the file a command writes (``node gen.mjs --out deck.pptx``, ``pandoc -o a.pdf``).
 _OUT_OPTIONS = frozenset({"--out", "--output", "--outfile", "--out-file", "--output-file"})
 #: Commands whose short ``-o`` (``wget``: ``-O``) is their output file; elsewhere ``-o`` means anything
@@ -218,6 +249,8 @@ def _file_ops(command: str, workdir: str | None) -> list[tuple[str, FileAction, 
             base = target if target.startswith(("/", "~")) or base is None else posixpath.join(base, target)
         elif cmd in ("mv", "cp") and len(pos := _positional(args)) >= 2:
             dest, srcs = pos[-1], pos[:-1]
+            if cmd == "cp" and _recursive(args):
+                srcs = [src for src in srcs if _names_a_file(src)]  # a copied folder is not an output file
             for src in srcs:
                 if cmd == "mv":
                     ops.append((src, "deleted", base))
@@ -228,6 +261,10 @@ def _file_ops(command: str, workdir: str | None) -> list[tuple[str, FileAction, 
             ops.extend((p, "created", base) for p in _positional(args))
         elif cmd == "sed":
             ops.extend((p, "modified", base) for p in _sed_files(args))
+        elif cmd == "perl" and any(_PERL_IN_PLACE.match(a) for a in args):
+            ops.extend((p, "modified", base) for p in _script_then_files(args))
+        elif cmd == "yq" and any(a in ("-i", "--inplace") for a in args):
+            ops.extend((p, "modified", base) for p in _script_then_files([a for a in args if a not in ("e", "eval")]))
         else:
             ops.extend((p, "created", base) for p in _out_files(cmd, args))
     # /dev/null, globs and $VARS name no particular file
