@@ -431,6 +431,25 @@ def test_a_subagents_report_names_the_files_it_changed() -> None:
     assert touches(u("x"), call("e", "Task", {"subagent_type": "Explore"}), result("e", explore)) == []
 
 
+def test_hermes_execute_code_writes_are_read_from_the_script() -> None:
+    """Hermes scripts write through the tools it exposes (write_file, patch, terminal) or plain Python;
+    literal paths only, in source order; a script that failed or does not parse changed nothing."""
+    code = ("from hermes_tools import write_file, patch, terminal\nfrom pathlib import Path\nimport shutil\n"
+            "OUT = 'reports/summary.md'\n"
+            "with open('data/out.csv', 'w') as f:\n    f.write('a,b')\n"
+            "write_file(OUT, text)\npatch(path='src/a.py', old_string='a', new_string='b')\n"
+            "terminal('mv notes.txt archive/notes.txt')\nPath('README.md').write_text('x')\n"
+            "open('data/in.csv').read()\nopen(f'{name}.txt', 'w')\nshutil.copy('a.txt', 'backup/a.txt')\n"
+            "prs.save('deck.pptx')\n")
+    ran = (u("x"), call("c", "execute_code", {"code": code}), result("c", {"status": "success", "output": ""}))
+    assert touches(*ran) == [("data/out.csv", "created"), ("reports/summary.md", "created"), ("src/a.py", "modified"),
+                             ("notes.txt", "deleted"), ("archive/notes.txt", "moved"), ("README.md", "created"),
+                             ("backup/a.txt", "created"), ("deck.pptx", "created")]
+    assert touches(u("x"), call("c", "execute_code", {"code": "write_file('a.md', x"}), result("c", "ok")) == []
+    failed = {"status": "error", "error": "Traceback (most recent call last):\nPermissionError: denied"}
+    assert touches(u("x"), call("c", "execute_code", {"code": "write_file('a.md', 'x')"}), result("c", failed)) == []
+
+
 def test_real_specstory_exports() -> None:
     from pipeline.read.detect import read_sessions
     from tests.corpus import corpus_file

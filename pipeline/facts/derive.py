@@ -37,6 +37,7 @@ from typing import Any, TypeGuard
 
 from pipeline.facts.lang import session_language
 from pipeline.facts.modules import ModuleLocator, imported_names, sibling_modules
+from pipeline.facts.pycode import code_file_ops
 from pipeline.facts.shell import command_text, normalise_path, shell_file_ops
 from pipeline.facts.turns import typed_by_user
 from pipeline.models import Chunk, Facts, FileAction, FileTouch, Message, Session, ToolCall
@@ -64,6 +65,8 @@ _EDITOR_TOOLS = frozenset({"str_replace_editor", "str_replace_based_edit_tool"})
 #: Patch tools whose patch text may be missing from the arguments: SpecStory exports put the
 #: call's input (the ``*** Begin Patch`` text) in the block body, which the reader makes the result.
 _PATCH_TOOLS = frozenset({"apply_patch", "applypatch"})
+#: Tools that run a Python script (Hermes's ``execute_code``): its writes are read from the code (``pycode``).
+_CODE_TOOLS = frozenset({"execute_code"})
 _PATH_KEYS = ("path", "file_path", "target_file", "notebook_path", "filename", "file", "filePath", "targetFile",
               # other harnesses' spellings (Windsurf's TargetFile, Cursor's target_notebook, MCP filesystem servers)
               "TargetFile", "target_notebook", "notebookPath", "absolute_path", "AbsolutePath", "relative_path",
@@ -310,6 +313,10 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
 
         for path, action in _patch_ops(patch):
             out.add(path, action, name)
+        return
+    if lname in _CODE_TOOLS and isinstance(args, dict) and isinstance(code := args.get("code"), str):
+        for path, action, op_base in code_file_ops(code):
+            out.add(path, action, name, op_base)
         return
     if lname in COMMAND_TOOLS:
         cmd = call_command(args, result_msg)

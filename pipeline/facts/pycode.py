@@ -1,0 +1,101 @@
+"""Which files a Python script writes, from its syntax tree: Hermes's ``execute_code`` tool.
+
+Hermes runs scripts that do their work two ways, and both leave the file in the code itself:
+
+* through the tools it exposes to the script (``from hermes_tools import write_file, patch, terminal``):
+  ``write_file("docs/plan.md", text)``, ``patch(path="src/a.py", …)``, ``terminal("mv a b")``;
+* through plain Python: ``open("out.csv", "w")``, ``Path("a.md").write_text(…)``,
+  ``shutil.copy(src, "b.txt")``, ``df.to_csv("t.csv")``, ``prs.save("deck.pptx")``, ``os.system("…")``.
+
+Only literal paths count, and names bound once to a literal at the top of the script
+(``OUT = "report.md"``); an f-string or a computed path names no particular file. Code that does
+not parse names nothing. Shell strings go through ``shell_file_ops``, like any command.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable
+
+from pipeline.facts.shell import shell_file_ops
+from pipeline.models import FileAction
+
+#: Methods whose first argument is the file an object writes itself to (pandas, matplotlib,
+#: python-pptx/docx/openpyxl, PIL, plotly).
+_SAVE_METHODS = frozenset({"save", "savefig", "to_csv", "to_excel", "to_json", "to_parquet", "to_html", "to_markdown",
+                           "to_pickle", "write_image", "write_html", "to_file"})
+_WRITE_MODES = re.compile(r"[wax+]")
+_HAS_EXT = re.compile(r"[^/]\.[A-Za-z0-9]{1,8}$")
+
+
+def code_file_ops(code: str) -> list[tuple[str, FileAction, str | None]]:
+    """File effects of a Python script: (path as written, action, base dir or None)."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError):
+        return []
+    names = _literal_names(tree)
+    ops: list[tuple[str, FileAction, str | None]] = []
+
+    def lit(node: ast.AST | None) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        return names.get(node.id) if isinstance(node, ast.Name) else None
+
+    def arg(call: ast.Call, pos: int, kw: str) -> str | None:
+        if len(call.args) > pos:
+            return lit(call.args[pos])
+        return next((lit(k.value) for k in call.keywords if k.arg == kw), None)
+
+    # ast.walk goes breadth first; source order keeps "first touch" and a write-then-move right.
+    calls = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset))
+    for node in calls:
+        fn = node.func
+        name = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else ""
+        if name == "write_file" and (p := arg(node, 0, "path")):
+            ops.append((p, "created", None))
+        elif name == "patch" and isinstance(fn, ast.Name) and (p := arg(node, 1, "path")):
+            ops.append((p, "modified", None))
+        elif (name in ("terminal", "system") and (cmd := arg(node, 0, "command"))) or (name in ("run", "call", "check_call", "check_output", "Popen") and (cmd := arg(node, 0, "args")) \
+                and any(k.arg == "shell" for k in node.keywords)):
+            ops += shell_file_ops(cmd)
+        elif name == "open" and (p := arg(node, 0, "file")):
+            mode = arg(node, 1, "mode") or "r"
+            if _WRITE_MODES.search(mode):
+                ops.append((p, "created", None))
+        elif name in ("write_text", "write_bytes") and isinstance(fn, ast.Attribute) and (p := _path_of(fn.value, lit)):
+            ops.append((p, "created", None))
+        elif name in ("copy", "copy2", "copyfile", "move") and isinstance(fn, ast.Attribute) \
+                and (dst := arg(node, 1, "dst")) and _HAS_EXT.search(dst):
+            ops.append((dst, "moved" if name == "move" else "created", None))
+            if name == "move" and (src := arg(node, 0, "src")):
+                ops.append((src, "deleted", None))
+        elif name in _SAVE_METHODS and isinstance(fn, ast.Attribute) and (p := arg(node, 0, "path")) \
+                and _HAS_EXT.search(p):
+            ops.append((p, "created", None))
+    return ops
+
+
+def _literal_names(tree: ast.Module) -> dict[str, str]:
+    """Top-level names bound exactly once, to a string literal."""
+    seen: dict[str, list[ast.AST]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            seen.setdefault(node.id, []).append(node)
+    out: dict[str, str] = {}
+    for stmt in tree.body:
+        if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+                and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+                and len(seen.get(stmt.targets[0].id, ())) == 1):
+            out[stmt.targets[0].id] = stmt.value.value
+    return out
+
+
+def _path_of(node: ast.AST, lit: Callable[[ast.AST | None], str | None]) -> str | None:
+    """``Path("a.md")`` / ``pathlib.Path(OUT)`` → its literal path."""
+    if isinstance(node, ast.Call) and node.args and (
+            (isinstance(node.func, ast.Name) and node.func.id == "Path")
+            or (isinstance(node.func, ast.Attribute) and node.func.attr == "Path")):
+        return lit(node.args[0])
+    return None
