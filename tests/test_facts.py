@@ -450,6 +450,18 @@ def test_hermes_execute_code_writes_are_read_from_the_script() -> None:
     assert touches(u("x"), call("c", "execute_code", {"code": "write_file('a.md', 'x')"}), result("c", failed)) == []
 
 
+def test_python_run_from_a_shell_command_is_read_for_its_writes() -> None:
+    """``python3 - <<'PY' … PY`` and ``python -c`` are how Codex and Claude Code often script an edit."""
+    heredoc = ("cd /home/u/p && python3 - <<'PY'\nfrom pathlib import Path\np = Path('src/app.ts')\n"
+               "text = p.read_text()\np.write_text(text.replace('a', 'b'))\nPY")
+    one_liner = "python -c 'import json; json.dump({}, open(\"cfg.json\", \"w\"))' && python3 scripts/gen.py"
+    msgs = (u("x"), call("1", "exec_command", {"cmd": heredoc}), result("1", "Exit code: 0"),
+            call("2", "exec_command", {"cmd": one_liner}), result("2", "Exit code: 0"),
+            call("3", "exec_command", {"cmd": "python3 - <<'PY'\nopen('b.txt', 'w')\nPY"}), result("3", "Exit code: 1"))
+    s = Session(id="s", source="codex", cwd="/home/u/p", messages=msgs)
+    assert [(t.path, t.action) for t in derive_facts(s).files] == [("src/app.ts", "modified"), ("cfg.json", "created")]
+
+
 def test_real_specstory_exports() -> None:
     from pipeline.read.detect import read_sessions
     from tests.corpus import corpus_file

@@ -38,7 +38,7 @@ from typing import Any, TypeGuard
 from pipeline.facts.lang import session_language
 from pipeline.facts.modules import ModuleLocator, imported_names, sibling_modules
 from pipeline.facts.pycode import code_file_ops
-from pipeline.facts.shell import command_text, normalise_path, shell_file_ops
+from pipeline.facts.shell import command_text, normalise_path, python_scripts, shell_file_ops
 from pipeline.facts.turns import typed_by_user
 from pipeline.models import Chunk, Facts, FileAction, FileTouch, Message, Session, ToolCall
 
@@ -326,6 +326,10 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
         for path, action, op_base in shell_file_ops(cmd or "", base):
             if not _refused(path, said):
                 out.add(path, action, name, op_base)
+        for script in python_scripts(cmd or ""):
+            if not failed:
+                for path, action, op_base in code_file_ops(script):
+                    out.add(path, action, name, op_base or base)
         return
     if isinstance(args, str):
         return

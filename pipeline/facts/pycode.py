@@ -37,6 +37,7 @@ def code_file_ops(code: str) -> list[tuple[str, FileAction, str | None]]:
         return []
     names = _literal_names(tree)
     ops: list[tuple[str, FileAction, str | None]] = []
+    read: set[str] = set()  # a file the script reads and then writes is edited, not created
 
     def lit(node: ast.AST | None) -> str | None:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -64,6 +65,10 @@ def code_file_ops(code: str) -> list[tuple[str, FileAction, str | None]]:
             mode = arg(node, 1, "mode") or "r"
             if _WRITE_MODES.search(mode):
                 ops.append((p, "created", None))
+            else:
+                read.add(p)
+        elif name in ("read_text", "read_bytes") and isinstance(fn, ast.Attribute) and (p := _path_of(fn.value, lit)):
+            read.add(p)
         elif name in ("write_text", "write_bytes") and isinstance(fn, ast.Attribute) and (p := _path_of(fn.value, lit)):
             ops.append((p, "created", None))
         elif name in ("copy", "copy2", "copyfile", "move") and isinstance(fn, ast.Attribute) \
@@ -74,28 +79,36 @@ def code_file_ops(code: str) -> list[tuple[str, FileAction, str | None]]:
         elif name in _SAVE_METHODS and isinstance(fn, ast.Attribute) and (p := arg(node, 0, "path")) \
                 and _HAS_EXT.search(p):
             ops.append((p, "created", None))
-    return ops
+    return [(p, "modified" if a == "created" and p in read else a, b) for p, a, b in ops]
 
 
 def _literal_names(tree: ast.Module) -> dict[str, str]:
-    """Top-level names bound exactly once, to a string literal."""
+    """Top-level names bound exactly once, to a string literal or to ``Path(literal)``
+    (``p = Path("src/a.py"); p.write_text(…)`` is how scripts edit a file in place)."""
     seen: dict[str, list[ast.AST]] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             seen.setdefault(node.id, []).append(node)
     out: dict[str, str] = {}
     for stmt in tree.body:
-        if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
-                and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
                 and len(seen.get(stmt.targets[0].id, ())) == 1):
-            out[stmt.targets[0].id] = stmt.value.value
+            continue
+        value = stmt.value
+        if isinstance(value, ast.Call) and _is_path_call(value) and value.args:
+            value = value.args[0]
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            out[stmt.targets[0].id] = value.value
     return out
 
 
+def _is_path_call(node: ast.Call) -> bool:
+    return (isinstance(node.func, ast.Name) and node.func.id == "Path") or (
+        isinstance(node.func, ast.Attribute) and node.func.attr == "Path")
+
+
 def _path_of(node: ast.AST, lit: Callable[[ast.AST | None], str | None]) -> str | None:
-    """``Path("a.md")`` / ``pathlib.Path(OUT)`` → its literal path."""
-    if isinstance(node, ast.Call) and node.args and (
-            (isinstance(node.func, ast.Name) and node.func.id == "Path")
-            or (isinstance(node.func, ast.Attribute) and node.func.attr == "Path")):
+    """``Path("a.md")``, ``pathlib.Path(OUT)`` or a name bound to one → its literal path."""
+    if isinstance(node, ast.Call) and node.args and _is_path_call(node):
         return lit(node.args[0])
-    return None
+    return lit(node) if isinstance(node, ast.Name) else None

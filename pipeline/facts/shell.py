@@ -78,6 +78,32 @@ def normalise_path(path: str, cwd: str | None, base: str | None = None) -> str |
 # --------------------------------------------------------------------------- commands
 
 
+_PYTHON = re.compile(r"^\s*(?:\S*/)?python(?:3(?:\.\d+)?)?\b")
+_PYTHON_C = re.compile(r"(?:^|[;&|]\s*|\s)(?:\S*/)?python(?:3(?:\.\d+)?)?\s+-c\s+")
+
+
+def python_scripts(command: str) -> list[str]:
+    """The Python a command runs from its own text: a heredoc fed to ``python``/``python3``
+    (``python3 - <<'PY' … PY``, the way Codex and Claude Code script an edit) and ``python -c '…'``."""
+    if "python" not in command:
+        return []
+    scripts: list[str] = []
+    lines = command.replace("\\\n", " ").split("\n")
+    for i, line in enumerate(lines):
+        tags = [m.group(2) for m in _HEREDOC.finditer(line)]
+        if tags and _PYTHON.search(line.split("<<")[0].split("&&")[-1].split(";")[-1]):
+            end = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == tags[0]), len(lines))
+            scripts.append("\n".join(lines[i + 1:end]))
+    for m in _PYTHON_C.finditer(command):
+        try:
+            words = shlex.split(command[m.end():], posix=True)
+        except ValueError:
+            continue
+        if words:
+            scripts.append(words[0])
+    return scripts
+
+
 def _tokens(command: str) -> list[str]:
     """shlex tokens with operators split out; heredoc bodies removed, newlines made separators."""
     lines, out, i = command.replace("\\\n", " ").split("\n"), [], 0
