@@ -77,7 +77,8 @@ def test_files_are_the_facts_and_the_asks_are_the_sessions(settings):
     assert [p.asks for p in s.phases] == [
         tuple(summarise._asks(c.messages, "en")) for c in chunks]
     assert all(p.asks for p in s.phases)
-    assert s.tags == ("python", "csv")
+    # the facts' tags (source, file language, tools run) lead; the model's own topics follow
+    assert s.tags == ("cli", "python", "pytest", "csv")
     for schema in (ChunkSummary, ReduceSummary, SessionBrief):
         assert not {"files", "asked"} & set(schema.model_json_schema()["properties"])
 

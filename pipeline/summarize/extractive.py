@@ -542,7 +542,8 @@ def _tag(text: str) -> str | None:
     return tag if tag and not tag.replace("-", "").replace("_", "").isdigit() else None
 
 
-def _tags(session: Session, facts: Facts) -> list[str]:
+def derived_tags(session: Session, facts: Facts) -> list[str]:
+    """Tags any summariser can stand behind: the source, the languages of the files, known tools run."""
     tags = [session.source]
     paths = facts.output_files or [f.path for f in facts.files]
     langs = Counter(_EXT_LANG[ext] for p in paths if (ext := posixpath.splitext(p)[1][1:].lower()) in _EXT_LANG)
@@ -600,7 +601,7 @@ def summarise_extractive(
         end_state=end.state,
         end_evidence=end.evidence,
         language=lang,
-        tags=tuple(_tags(session, facts)),
+        tags=tuple(derived_tags(session, facts)),
         projects=tuple(_projects(session, facts)),
         summarizer="extractive",
         cost_usd=0.0,

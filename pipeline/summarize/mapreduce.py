@@ -118,6 +118,11 @@ def _candidates(messages: Sequence[Message]) -> list[str]:
     return [d.choice[:240] for d in ex.decision_candidates(messages)[:8]]
 
 
+def _derived_tags(session: Session, facts: Facts) -> list[str]:
+    ex = _extractive()
+    return ex.derived_tags(session, facts) if ex is not None and hasattr(ex, "derived_tags") else []
+
+
 def _end_state(session: Session, facts: Facts) -> tuple[str, str]:
     """(end state, its evidence): decided from the transcript, never by the model."""
     from pipeline.facts.endstate import judge_end_state
@@ -486,7 +491,9 @@ def _assemble(
         end_state=end_state,  # type: ignore[arg-type]
         end_evidence=end_evidence,
         language=lang,
-        tags=tuple(dict.fromkeys(t.strip().lower() for t in overview.tags if t.strip())),
+        # The facts' tags first (the model often gives none), then the model's topics.
+        tags=tuple(dict.fromkeys([*_derived_tags(session, facts),
+                                  *(t.strip().lower() for t in overview.tags if t.strip())]))[:8],
         projects=tuple(dict.fromkeys(p.strip() for p in overview.projects if p.strip())),
         summarizer=client.model,
     )
