@@ -8,6 +8,7 @@ Models are frozen: a stage that wants to change something builds a new object wi
 
 from __future__ import annotations
 
+import posixpath
 import re
 from datetime import datetime
 from typing import Any, Literal
@@ -175,8 +176,16 @@ class Facts(_Frozen):
 
     @property
     def deleted_files(self) -> list[str]:
-        """Files the session removed and did not write again (scratch left out)."""
-        return [f.path for f in self.files if f.action == "deleted" and not is_scratch(f.path)]
+        """Files the session removed and did not write again (scratch left out). A removed folder
+        (``rm -rf .deploy-tmp``) is not a file: the files the session had touched in it are listed."""
+        folders: set[str] = set()
+        for f in self.files:
+            d = posixpath.dirname(f.path)
+            while d and d not in folders and d != "/":
+                folders.add(d)
+                d = posixpath.dirname(d)
+        return [f.path for f in self.files
+                if f.action == "deleted" and not is_scratch(f.path) and f.path.rstrip("/") not in folders]
 
 
 #: Paths no reader wants listed as a session's output: temp folders, tool caches and build scratch.

@@ -119,7 +119,7 @@ def test_apply_patch_text_in_the_result_body_or_only_a_path() -> None:
         result("p", body),
         call("q", "apply_patch", {"path": "c:\\p\\pom.xml", "explanation": "bump java"}),
         result("q", "**Input:**\n\n- explanation: `bump java`"),
-    ) == [("/u/proj/DESIGN.md", "created"), ("c:\\p\\tmp.yml", "deleted"), ("c:\\p\\pom.xml", "modified")]
+    ) == [("/u/proj/DESIGN.md", "created"), ("c:/p/tmp.yml", "deleted"), ("c:/p/pom.xml", "modified")]
 
 
 def test_shell_write_the_sandbox_refused_touches_nothing() -> None:
@@ -462,6 +462,31 @@ def test_python_run_from_a_shell_command_is_read_for_its_writes() -> None:
     assert [(t.path, t.action) for t in derive_facts(s).files] == [("src/app.ts", "modified"), ("cfg.json", "created")]
 
 
+def test_an_export_without_a_cwd_takes_its_root_from_the_root_files_it_touched() -> None:
+    """SpecStory records no cwd: the folder of a root file the tools wrote (package.json) that holds most of
+    the paths becomes the base, so Windows and relative spellings of one file are one, and a folder removed
+    with ``rm -rf`` takes the files written in it along (a folder is never listed as a deleted file)."""
+    root = "E:\\work\\Forwarder System"
+    msgs = (u("build it"),
+            call("1", "write", {"file_path": f"{root}\\package.json"}), result("1", "ok"),
+            call("2", "edit_file", {"target_file": f"{root}\\src\\app\\page.tsx"}), result("2", "ok"),
+            call("3", "write", {"file_path": f"{root}\\.deploy-tmp\\deploy.sh"}), result("3", "ok"),
+            call("4", "run_terminal_cmd", {"command": "sed -i 's/a/b/' src/app/page.tsx && rm -rf .deploy-tmp"}),
+            result("4", "Exit code: 0"),
+            call("5", "write", {"file_path": "C:\\Users\\me\\.npmrc"}), result("5", "ok"))
+    facts = derive_facts(Session(id="s", source="specstory", messages=msgs))
+    assert facts.output_files == ["package.json", "src/app/page.tsx", "c:/Users/me/.npmrc"]
+    assert facts.deleted_files == [".deploy-tmp/deploy.sh"]
+    from pipeline.chunk import chunk_session
+    from pipeline.summarize.extractive import summarise_extractive
+
+    session = Session(id="s", source="specstory", messages=msgs)
+    assert summarise_extractive(session, chunk_session(session), facts).projects == ("Forwarder System",)
+    # no root file touched: no guess, the paths stay as written (with "/")
+    lone = derive_facts(Session(id="s", source="specstory", messages=msgs[:1] + msgs[3:5]))
+    assert lone.output_files == ["e:/work/Forwarder System/src/app/page.tsx"]
+
+
 def test_real_specstory_exports() -> None:
     from pipeline.read.detect import read_sessions
     from tests.corpus import corpus_file
@@ -470,8 +495,8 @@ def test_real_specstory_exports() -> None:
         return derive_facts(next(read_sessions(corpus_file(rel)))).output_files
 
     assert out("specstory/skillz-combine-design-docs.md") == ["/Users/kevinlin/code/skillz/DESIGN-combined.md"]
-    assert "c:\\Users\\agntd\\Documents\\GitHub\\bing-wallpaper\\pom.xml" in out(
-        "specstory/bing-wallpaper-copilot-java21-upgrade.md")
+    # Windows paths under the folder of the root files the tools touched (its pom.xml): relative, with "/"
+    assert out("specstory/bing-wallpaper-copilot-java21-upgrade.md") == ["pom.xml"]
     assert out("specstory/health-backend-maven-missing-module-zh.md") == [
         "common/pom.xml", "admin/src/main/resources/application.properties"]
     # named bare in the claim, at its full path where the session shows it

@@ -29,6 +29,7 @@ cwd-relative; ``~`` is expanded with the home directory implied by the cwd (``/h
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -38,7 +39,14 @@ from typing import Any, TypeGuard
 from pipeline.facts.lang import session_language
 from pipeline.facts.modules import ModuleLocator, imported_names, sibling_modules
 from pipeline.facts.pycode import code_file_ops
-from pipeline.facts.shell import command_text, normalise_path, python_scripts, shell_file_ops
+from pipeline.facts.shell import (
+    command_text,
+    forward_slashes,
+    is_absolute,
+    normalise_path,
+    python_scripts,
+    shell_file_ops,
+)
 from pipeline.facts.turns import typed_by_user
 from pipeline.models import Chunk, Facts, FileAction, FileTouch, Message, Session, ToolCall
 
@@ -819,6 +827,44 @@ def subagent_files(text: str, parsed: dict[str, Any] | None = None) -> list[tupl
     return [*found, *claimed]
 
 
+# --------------------------------------------------------------------------- the session's root
+
+#: Files that sit at a project's root: the folder holding one is where the session worked.
+_ROOT_MARKERS = frozenset({
+    "package.json", "pyproject.toml", "setup.py", "Cargo.toml", "go.mod", "pom.xml", "build.gradle",
+    "build.gradle.kts", "settings.gradle", "composer.json", "Gemfile", "requirements.txt", "tsconfig.json",
+    "deno.json", ".gitignore", "README.md", "AGENTS.md", "CLAUDE.md", "Makefile", "Dockerfile",
+})
+
+
+def infer_root(messages: Sequence[Message]) -> str | None:
+    """The project folder of a session whose export records no cwd (SpecStory, some VS Code exports).
+
+    The folder of a root file the session's tools touched (``…/Forwarder System/package.json``)
+    that holds at least half of the absolute paths they touched; with two such, the one holding
+    more (a monorepo's root over a package's). Without that evidence, None: paths stay as written.
+    """
+    paths: list[str] = []
+    for m in messages:
+        for c in m.tool_calls:
+            if (isinstance(c.arguments, dict) and isinstance(p := _arg_path(c.arguments), str)
+                    and is_absolute(p := forward_slashes(p.strip()))):
+                paths.append(posixpath.normpath(p))
+        paths += [posixpath.normpath(p) for u in _EDIT_HEADER.findall(m.content)
+                  if is_absolute(p := forward_slashes(_file_uri_path(u)))]
+    best: tuple[int, str] | None = None
+    for root in {posixpath.dirname(p) for p in paths if posixpath.basename(p) in _ROOT_MARKERS}:
+        held = sum(p.startswith(root.rstrip("/") + "/") for p in paths)
+        if held * 2 >= len(paths) and (best is None or (held, -len(root)) > (best[0], -len(best[1]))):
+            best = (held, root)
+    return best[1] if best and best[1] not in ("/", "") else None
+
+
+def work_root(session: Session) -> str | None:
+    """Where the session's relative paths start: its cwd, its git root, else ``infer_root``."""
+    return session.cwd or session.git_repo_root or infer_root([m for m in session.messages if not m.is_carrier])
+
+
 # --------------------------------------------------------------------------- the stage
 
 
@@ -862,7 +908,7 @@ def derive_facts(session: Session, chunks: Sequence[Chunk] | None = None) -> Fac
     language = session_language((m.content for m in messages if typed_by_user(m)),
                                 (m.content for m in messages if m.role == "assistant"))
     return Facts(
-        files=tuple(file_touches(messages, session.cwd or session.git_repo_root, source=session.source)),
+        files=tuple(file_touches(messages, work_root(session), source=session.source)),
         commands=tuple(commands),
         errors=tuple(list(errors)[:MAX_ERRORS]),
         tools=dict(tools),

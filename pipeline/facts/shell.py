@@ -54,15 +54,34 @@ def home_of(cwd: str | None) -> str | None:
     return m.group(1) if m else None
 
 
+_WINDOWS_ABS = re.compile(r"^([A-Za-z]):[\\/]")
+
+
+def forward_slashes(path: str) -> str:
+    """A Windows path (``e:\\proj\\src\\a.ts``, ``src\\a.ts``) with ``/`` and a lower-case drive;
+    any other path as it is (a POSIX name may contain a backslash, a Windows one never a ``/`` too)."""
+    if _WINDOWS_ABS.match(path) or ("\\" in path and "/" not in path):
+        path = path.replace("\\", "/")
+        return path[0].lower() + path[1:] if _WINDOWS_ABS.match(path) else path
+    return path
+
+
+def is_absolute(path: str) -> bool:
+    return path.startswith("/") or bool(_WINDOWS_ABS.match(path))
+
+
 def normalise_path(path: str, cwd: str | None, base: str | None = None) -> str | None:
-    """A path relative to ``cwd`` when it lies under it; None for non-files (/dev/null, globs, $VAR)."""
-    path = path.strip()
+    """A path relative to ``cwd`` when it lies under it; None for non-files (/dev/null, globs, $VAR).
+    Windows paths come back with ``/`` (``forward_slashes``), so both spellings of a file are one."""
+    path = forward_slashes(path.strip())
     if not path or path == "-" or any(c in path for c in "$*?`") or path.startswith("&"):
         return None
+    cwd = forward_slashes(cwd) if cwd else cwd
+    base = forward_slashes(base) if base else base
     home = home_of(cwd)
     if path.startswith("~/") and home:
         path = home + path[1:]
-    if base and not path.startswith(("/", "~")):
+    if base and not path.startswith("~") and not is_absolute(path):
         path = posixpath.join(base, path)
         if path.startswith("~/") and home:
             path = home + path[1:]
@@ -70,7 +89,7 @@ def normalise_path(path: str, cwd: str | None, base: str | None = None) -> str |
         return None
     path = posixpath.normpath(path)
     root = posixpath.normpath(cwd) if cwd else None
-    if root and path.startswith("/") and path.startswith(root.rstrip("/") + "/"):
+    if root and is_absolute(path) and path.startswith(root.rstrip("/") + "/"):
         return posixpath.relpath(path, root)
     return None if path == root else path
 

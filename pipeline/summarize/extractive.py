@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
 
-from pipeline.facts.derive import COMMAND_TOOLS, call_command, file_touches, result_failed
+from pipeline.facts.derive import COMMAND_TOOLS, call_command, file_touches, result_failed, work_root
 from pipeline.facts.endstate import (
     _DONE,
     _FAILED,
@@ -41,6 +41,7 @@ from pipeline.facts.endstate import (
     last_phase_outcome,
 )
 from pipeline.facts.lang import typed_prose
+from pipeline.facts.shell import forward_slashes
 from pipeline.facts.turns import _has_prose, _kind, _live, _prose, _replies, _sentences, _until_closer
 from pipeline.models import (
     NOTE_ERRORS_MAX,
@@ -523,13 +524,14 @@ def _notable_commands(msgs: list[Message], limit: int = 4) -> list[str]:
 def _phases(session: Session, chunks: Sequence[Chunk], lang: str) -> list[Phase]:
     labels = _LABELS.get(lang, _LABELS["en"])
     phases: list[Phase] = []
+    root = work_root(session)
     for generation, msgs in _generations(session, chunks):
         for segment in _split_topics(msgs):
             asks = list(dict.fromkeys(user_asks(segment, lang)))  # a repeated ask is listed once
             if not asks and not _replies(segment) and not any(m.tool_calls for m in segment):
                 continue
             title = _title(asks[0]) if asks else labels["continued"]
-            phases.append(Phase(title=title, asks=tuple(asks[:5]), done=_done_text(segment, session.cwd, lang),
+            phases.append(Phase(title=title, asks=tuple(asks[:5]), done=_done_text(segment, root, lang),
                                 outcome=_phase_outcome(segment), generation=generation))
     return phases
 
@@ -555,7 +557,7 @@ def derived_tags(session: Session, facts: Facts) -> list[str]:
 
 def _projects(session: Session, facts: Facts) -> list[str]:
     out: list[str] = []
-    root = (session.git_repo_root or session.cwd or "").rstrip("/")
+    root = forward_slashes(session.git_repo_root or session.cwd or work_root(session) or "").rstrip("/")
     home = re.match(r"^(?:/home/[^/]+|/Users/[^/]+|/root)$", root)
     if root and not home and root not in ("~", "/"):
         out.append(posixpath.basename(root))
