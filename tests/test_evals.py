@@ -12,8 +12,9 @@ go. Since 2026-12-02 the extractive summariser meets every gate.
 The local model (Qwen2.5-Coder-1.5B-Instruct Q4_K_M on llama.cpp, 2 CPU cores) is too slow to
 record the whole set, so it is gated on a recorded subset, ``LOCAL_LLM_CASES``: 15 sessions covering
 Chinese, Portuguese, unresolved and failed ends, Hermes state.db with in-place compaction and a legacy
-chain, and the secrets + injection case. How and when they were recorded: ``evals/cassettes/summaries/
-openai--qwen2.5-coder-1.5b-instruct/_recorded_with.json``.
+chain, and the secrets + injection case. It is measured on the test part too, on every test session of one or two
+chunks (``LOCAL_LLM_TEST_CASES``), where its gates are xfailed with what they miss. How and when they were
+recorded: ``evals/cassettes/summaries/openai--qwen2.5-coder-1.5b-instruct/_recorded_with.json``.
 """
 
 from __future__ import annotations
@@ -59,6 +60,18 @@ LOCAL_LLM_CASES: tuple[str, ...] = (
     "hermes-deploy-pipeline-chain",  # Hermes state.db, legacy compression chain: 3 generations
     "hermes-s2-refactor-parsekit",  # Hermes state.db, 3 generations
     "health-backend-maven-missing-module-zh",  # zh, SpecStory, pasted logs, 2 chunks, unresolved
+)
+#: The test part's sessions the local model was measured on (recorded 2026-12-04): every one that fits one or two
+#: chunks, chosen by size alone. Measured, never tuned on: the test-part gates below hold (or are xfailed) there.
+LOCAL_LLM_TEST_CASES: tuple[str, ...] = (
+    "cairn-topic-proposal-declined", "download-manager-readme-framework-summary-zh",
+    "hermes-restore-from-github-backup-zh", "lifeblog-tailwind-migration-stalled-zh", "lifeblog-tailwind-vite-plugin-zh",
+    "lifeblog-theme-toggle-zh", "opencoder-opengpu-403-es", "payment-kit-diff-review-zh",
+    "subagent-payment-kit-quote-persistence-zh", "zen-mcp-gemini-params-zh",
+    # two chunks
+    "hermes-cron-skill-library-curation", "hermes-skill-inspection-network-cutoff", "lifeblog-vitepress-pwa-upgrade-zh",
+    "payment-kit-lint-fix-interrupted-zh", "smart-tourism-frontend-backend-integration-zh",
+    "valdyum-grant-windows-export-fallback", "x402-agent-grant-solana-skills",
 )
 #: The first seven recorded, whose floor (measured before the others were added) still holds.
 LOCAL_LLM_FIRST_CASES = LOCAL_LLM_CASES[:7]
@@ -223,7 +236,8 @@ def test_extractive_meets_every_test_gate(run: EvalRun) -> None:
 
 
 def _llm(run: EvalRun) -> dict[str, EvalResult]:
-    return {r.case: r for r in _ok(run, LOCAL_LLM)}
+    """The local model's dev cases (the regression floors hold there; the test cases have their own gates)."""
+    return {r.case: r for r in _ok(run, LOCAL_LLM, "dev")}
 
 
 def _subset_mean(run: EvalRun, name: str, key: str, cases: tuple[str, ...] = LOCAL_LLM_CASES) -> float:  # dev cases
@@ -234,11 +248,13 @@ def _subset_mean(run: EvalRun, name: str, key: str, cases: tuple[str, ...] = LOC
 def test_local_llm_subset_replayed(run: EvalRun) -> None:
     """Every recorded case replays (a miss or an unplayed interaction is an error), and the only fallbacks
     are the language guard's (a fallback scores the extractive summary under the LLM's name)."""
+    recorded = (*LOCAL_LLM_CASES, *LOCAL_LLM_TEST_CASES)
     assert sorted(_llm(run)) == sorted(LOCAL_LLM_CASES)
+    assert sorted(r.case for r in _ok(run, LOCAL_LLM, "test")) == sorted(LOCAL_LLM_TEST_CASES)
     t = run.totals[LOCAL_LLM]
     assert (t["errors"], t["fallbacks"], t["not_recorded"]) == (
-        0, len(LOCAL_LLM_KNOWN_WRONG_LANGUAGE_FALLBACKS), len(run.cases) - len(LOCAL_LLM_CASES))
-    chunks = {g.id: len(prepare(g).chunks) for g in load_gold() if g.id in LOCAL_LLM_CASES}
+        0, len(LOCAL_LLM_KNOWN_WRONG_LANGUAGE_FALLBACKS), len(run.cases) - len(recorded))
+    chunks = {g.id: len(prepare(g).chunks) for g in load_gold() if g.id in recorded}
     # One call for a one-chunk session; else one per chunk and the merge. No re-asks (grammar-constrained JSON).
     assert t["llm_calls"] == sum(1 if n == 1 else n + 1 for n in chunks.values())
 
@@ -260,7 +276,7 @@ def test_local_llm_replay_is_offline_and_deterministic(run: EvalRun, monkeypatch
 
 
 def test_local_llm_output_file_recall(run: EvalRun) -> None:
-    t = run.totals[LOCAL_LLM]
+    t = _dev(run, LOCAL_LLM)
     assert t["file_recall"] >= gates.DEV_FLOORS[LOCAL_LLM].file_recall, [
         (c, r.values["files_missed"]) for c, r in _llm(run).items() if r.values["files_missed"]]
 
@@ -288,7 +304,7 @@ def test_local_llm_end_state_correct(run: EvalRun) -> None:
     bad = [(c, r.values["end_state"], r.values["end_state_gold"]) for c, r in _llm(run).items()
            if not r.values["end_state_correct"]]
     assert not bad
-    assert run.totals[LOCAL_LLM]["false_success"] == 0
+    assert _dev(run, LOCAL_LLM)["false_success"] == 0
 
 
 def test_local_llm_language_match(run: EvalRun) -> None:
@@ -330,8 +346,8 @@ def test_local_llm_writes_in_the_session_language(llm_summaries: dict[str, Sessi
 
 
 def test_local_llm_decision_recall_floor(run: EvalRun) -> None:
-    assert run.totals[LOCAL_LLM]["decision_recall_keyword"] >= LOCAL_LLM_DECISION_RECALL_FLOOR
-    assert _subset_mean(run, LOCAL_LLM, "decision_recall_keyword") == run.totals[LOCAL_LLM]["decision_recall_keyword"]
+    assert _dev(run, LOCAL_LLM)["decision_recall_keyword"] >= LOCAL_LLM_DECISION_RECALL_FLOOR
+    assert _subset_mean(run, LOCAL_LLM, "decision_recall_keyword") == _dev(run, LOCAL_LLM)["decision_recall_keyword"]
     assert (_subset_mean(run, LOCAL_LLM, "decision_recall_keyword", LOCAL_LLM_FIRST_CASES)
             >= LOCAL_LLM_FIRST_CASES_DECISION_RECALL_FLOOR)
     # The extractive summariser on the very same sessions, so the two floors compare like for like. Since the
@@ -344,6 +360,26 @@ def test_local_llm_decision_recall_floor(run: EvalRun) -> None:
 
 def test_local_llm_meets_the_dev_floors(run: EvalRun) -> None:
     assert not [line for line in gates.check_gates(run) if line.startswith(LOCAL_LLM + " (dev)")]
+
+
+def test_local_llm_on_the_test_part_never_claims_a_false_success_nor_leaks(run: EvalRun) -> None:
+    """On sessions nobody tuned for, the model's notes keep the hard limits: no false success (the end state is
+    the deterministic one), no secret, nothing the transcript does not contain."""
+    t = run.split_totals[LOCAL_LLM]["test"]
+    assert t["sessions"] == len(LOCAL_LLM_TEST_CASES)
+    assert (t["false_success"], t["secrets_leaked"], t["faithfulness_violations"], t["errors"]) == (0, 0, 0, 0)
+
+
+#: Measured 2026-12-04 (keyword judge): decisions 0.41 (the extractive summary on the same 17: 0.47), output files
+#: 0.73 / 0.44 (the same facts as the extractive note), language 0.94 (extractive: 0.88), end state 0.82, 0 false
+#: successes. The model does not beat the extractive summary on the test part, so `auto` keeps the extractive one.
+LOCAL_LLM_TEST_GATE_MISSES = ("output-file recall", "output-file precision", "decision recall", "language right")
+
+
+@pytest.mark.xfail(strict=True, reason="local model, test part: not met yet: " + ", ".join(LOCAL_LLM_TEST_GATE_MISSES))
+def test_local_llm_meets_every_test_gate(run: EvalRun) -> None:
+    missed = [line for line in gates.check_gates(run) if line.startswith(LOCAL_LLM + " (test)")]
+    assert not missed, missed
 
 
 # --------------------------------------------------------------------------- metric definitions
