@@ -25,8 +25,8 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
-# import { A, B as C } from 'x'; (a diff's "+"/"-" marker may lead: a removed import still says where a name lives)
-# import { A, B as C } from 'x'; import D, { E } from "x"; import type { F } from 'x'; import * as G from 'x'
+# import { A, B as C } from 'x'; import D, { E } from "x"; import type { F } from 'x'; import * as G from 'x'.
+# A diff's "+"/"-" marker may lead: a removed import still says where a name lives.
 _JS_IMPORT = re.compile(r"^[+-]?[ \t]*import\s+(?:type\s+)?([\w$\s{},*]+?)\s+from\s+['\"]([^'\"\n]+)['\"]", re.M)
 _PY_IMPORT = re.compile(r"^[+-]?[ \t]*from\s+(\.*[\w.]*)\s+import\s+\(?([\w\s,]+?)\)?\s*$", re.M)
 _JS_DEFINES = re.compile(
