@@ -186,38 +186,26 @@ def _into(dest: str, src: str, many: bool) -> str:
 def _sed_files(args: list[str]) -> list[str]:
     if not any(a.startswith("-i") or a == "--in-place" for a in args):
         return []
-    files: list[str] = []
-    script_given = False
-    skip = False
-    for j, a in enumerate(args):
-        if skip:
-            skip = False
-        elif a in ("-e", "-f", "--expression", "--file"):
-            script_given, skip = True, True
-        elif a == "" and j and args[j - 1] == "-i":
-            continue  # BSD ``sed -i ''``: empty backup suffix
-        elif a.startswith("-"):
-            continue
-        elif not script_given:
-            script_given = True
-        else:
-            files.append(a)
-    return files
+    return _script_then_files(args, ("-e", "-f", "--expression", "--file"))
 
 
 # ``perl -pi -e``, ``perl -i.bak -pe``, ``perl -0777 -pi``: edits its files in place, as ``sed -i`` does.
 _PERL_IN_PLACE = re.compile(r"^-[0-9aclnpswTtuUWX]*i")
 
 
-def _script_then_files(args: list[str]) -> list[str]:
-    """The files after an in-place editor's script: the script is ``-e``'s value or the first word."""
+def _script_then_files(args: list[str], script_options: tuple[str, ...] = ("-e", "-E", "--expression")) -> list[str]:
+    """The files after an in-place editor's script (``sed``, ``perl``, ``yq``): the script is the value of
+    one of ``script_options`` or else the first word."""
     files: list[str] = []
-    script_given, skip = False, False
-    for a in args:
+    script_given = False
+    skip = False
+    for j, a in enumerate(args):
         if skip:
             skip = False
-        elif a in ("-e", "-E", "--expression"):
+        elif a in script_options:
             script_given, skip = True, True
+        elif a == "" and j and args[j - 1] == "-i":
+            continue  # BSD ``sed -i ''``: empty backup suffix
         elif a.startswith("-"):
             continue
         elif not script_given:
