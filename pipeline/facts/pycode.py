@@ -58,8 +58,7 @@ def code_file_ops(code: str) -> list[tuple[str, FileAction, str | None]]:
             ops.append((p, "created", None))
         elif name == "patch" and isinstance(fn, ast.Name) and (p := arg(node, 1, "path")):
             ops.append((p, "modified", None))
-        elif (name in ("terminal", "system") and (cmd := arg(node, 0, "command"))) or (name in ("run", "call", "check_call", "check_output", "Popen") and (cmd := arg(node, 0, "args")) \
-                and any(k.arg == "shell" for k in node.keywords)):
+        elif cmd := _shell_command(node, name, arg):
             ops += shell_file_ops(cmd)
         elif name == "open" and (p := arg(node, 0, "file")):
             mode = arg(node, 1, "mode") or "r"
@@ -80,6 +79,16 @@ def code_file_ops(code: str) -> list[tuple[str, FileAction, str | None]]:
                 and _HAS_EXT.search(p):
             ops.append((p, "created", None))
     return [(p, "modified" if a == "created" and p in read else a, b) for p, a, b in ops]
+
+
+def _shell_command(node: ast.Call, name: str, arg: Callable[[ast.Call, int, str], str | None]) -> str | None:
+    """The command line a call hands to a shell: Hermes's ``terminal("…")``, ``os.system("…")``,
+    ``subprocess.run("…", shell=True)`` (an argv list names no shell syntax to read)."""
+    if name in ("terminal", "system"):
+        return arg(node, 0, "command")
+    if name in ("run", "call", "check_call", "check_output", "Popen") and any(k.arg == "shell" for k in node.keywords):
+        return arg(node, 0, "args")
+    return None
 
 
 def _literal_names(tree: ast.Module) -> dict[str, str]:
