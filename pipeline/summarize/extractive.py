@@ -557,8 +557,8 @@ def derived_tags(session: Session, facts: Facts) -> list[str]:
 
 def _projects(session: Session, facts: Facts) -> list[str]:
     out: list[str] = []
-    root = forward_slashes(session.git_repo_root or session.cwd or work_root(session) or "").rstrip("/")
-    home = re.match(r"^(?:/home/[^/]+|/Users/[^/]+|/root)$", root)
+    root = forward_slashes(session.git_repo_root or work_root(session) or "").rstrip("/")
+    home = re.match(r"^(?:/home/[^/]+|/Users/[^/]+|/root|[a-z]:/Users/[^/]+|[a-z]:)$", root)
     if root and not home and root not in ("~", "/"):
         out.append(posixpath.basename(root))
     for f in facts.files:  # absolute paths left after normalising are outside the cwd
