@@ -729,7 +729,7 @@ def _locator(messages: Sequence[Message], cwd: str | None) -> ModuleLocator:
     return ModuleLocator(imported_names(texts), _shown_paths(messages, cwd), sibling_modules(texts))
 
 
-_LONE_BLOCK = re.compile(r"\A\s*```([^\n`]*)\n(.*?)^```[ \t]*\s*\Z", re.M | re.S)
+_LONE_BLOCK = re.compile(r"\A\s*```([^\n`]*)\n(.*?)^```\s*\Z", re.M | re.S)
 
 
 class _ProseEdits:
@@ -815,7 +815,8 @@ def subagent_files(text: str, parsed: dict[str, Any] | None = None) -> list[tupl
         if not line.strip():
             continue
         action = None
-        head = _HEADING.match(line)
+        # A heading is short; a long line is prose (and the heading pattern backtracks on it).
+        head = _HEADING.match(line.strip()) if len(line) <= 200 else None
         title = head.group(1) if head else ""
         if head and len(title) <= 60 and _CHANGED_FILES.search(title) and not _READ_ONLY.search(title):
             action = "created" if _CREATED.search(title) and not re.search(r"modif|updat|chang|修改|更新", title, re.I) \
