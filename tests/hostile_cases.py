@@ -1098,6 +1098,8 @@ _REGEX_BAIT = "\n".join([
     "**Files modified" + " " * 20_000 + "x",
     "\tmodified:   " + "a " * 10_000,
     "```" + " " * 20_000 + "x",
+    "export default X" + " " * 20_000 + "y",
+    "[NOTE: subagent modified files the parent previously read:" + " " * 20_000 + "x" * 20_000,
 ])
 
 

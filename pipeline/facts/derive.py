@@ -771,7 +771,7 @@ class _ProseEdits:
 #: Tools that hand work to a subagent: Claude Code's ``Task`` (later ``Agent``), Hermes's ``delegate_task``.
 _SUBAGENT_TOOLS = frozenset({"task", "agent", "delegate_task"})
 # Hermes appends this itself when a child wrote files the parent had read: the runtime's list, not prose.
-_STALE_NOTE = re.compile(r"\[NOTE: subagent modified files the parent previously read[^:\]]*:\s*([^\]]+)\]")
+_STALE_NOTE = re.compile(r"\[NOTE: subagent modified files the parent previously read[^:\]]*+:\s*+([^\]]+)\]")
 _CHANGED_FILES = re.compile(
     r"\b(?:files?|paths?)\b[^\n]{0,30}?\b(?:creat|modif|chang|updat|writ|edit|add|touch)\w*"
     r"|\b(?:creat|modif|chang|updat|writ|edit|add|touch)\w*\s+(?:\w+\s+){0,2}?files?\b"

@@ -34,7 +34,7 @@ _JS_IMPORT = re.compile(
 _PY_IMPORT = re.compile(r"^[+-]?[ \t]*from\s+(\.*[\w.]*)\s+import\s+\(?([\w\s,]+?)\)?\s*$", re.M)
 _JS_DEFINES = re.compile(
     r"^ ?export\s+(?:default\s+)?(?:declare\s+)?(?:async\s+)?(?:function\*?|class|const|let|var|interface|type|enum)"
-    r"\s+([A-Za-z_$][\w$]*)|^ ?export\s+default\s+([A-Z][\w$]*)\s*;?\s*$", re.M)
+    r"\s+([A-Za-z_$][\w$]*)|^ ?export\s+default\s+([A-Z][\w$]*)[ \t]*+;?[ \t]*+$", re.M)
 # " ?": a diff shown as "+ export function …" keeps one space once its marker is stripped.
 _PY_DEFINES = re.compile(r"^ ?(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)", re.M)
 _ALIAS = ("@/", "~/", "#/")
