@@ -521,10 +521,9 @@ def _notable_commands(msgs: list[Message], limit: int = 4) -> list[str]:
     return list(found)[-limit:]
 
 
-def _phases(session: Session, chunks: Sequence[Chunk], lang: str) -> list[Phase]:
+def _phases(session: Session, chunks: Sequence[Chunk], lang: str, root: str | None) -> list[Phase]:
     labels = _LABELS.get(lang, _LABELS["en"])
     phases: list[Phase] = []
-    root = work_root(session)
     for generation, msgs in _generations(session, chunks):
         for segment in _split_topics(msgs):
             asks = list(dict.fromkeys(user_asks(segment, lang)))  # a repeated ask is listed once
@@ -555,9 +554,9 @@ def derived_tags(session: Session, facts: Facts) -> list[str]:
     return list(dict.fromkeys(t for raw in tags if (t := _tag(raw))))[:8]
 
 
-def _projects(session: Session, facts: Facts) -> list[str]:
+def _projects(session: Session, facts: Facts, work: str | None) -> list[str]:
     out: list[str] = []
-    root = forward_slashes(session.git_repo_root or work_root(session) or "").rstrip("/")
+    root = forward_slashes(session.git_repo_root or work or "").rstrip("/")
     home = re.match(r"^(?:/home/[^/]+|/Users/[^/]+|/root|[a-z]:/Users/[^/]+|[a-z]:)$", root)
     if root and not home and root not in ("~", "/"):
         out.append(posixpath.basename(root))
@@ -586,7 +585,8 @@ def summarise_extractive(
     goal = asks[0] if asks else _checkpoint_goal(session, chunks) or session.title
     goal = goal or _LABELS.get(lang, _LABELS["en"])["none"]
     end = judge_end_state(session, facts)
-    phases = _phases(session, chunks, lang)
+    root = work_root(session)  # the cwd, else the root the session's files imply (read once)
+    phases = _phases(session, chunks, lang, root)
     if phases:
         last = phases[-1]
         outcome = last_phase_outcome(last.outcome, end.state)
@@ -604,7 +604,7 @@ def summarise_extractive(
         end_evidence=end.evidence,
         language=lang,
         tags=tuple(derived_tags(session, facts)),
-        projects=tuple(_projects(session, facts)),
+        projects=tuple(_projects(session, facts, root)),
         summarizer="extractive",
         cost_usd=0.0,
     )
