@@ -37,7 +37,7 @@ from functools import lru_cache
 from typing import Any, TypeGuard
 
 from pipeline.facts.lang import session_language
-from pipeline.facts.modules import ModuleLocator, imported_names, sibling_modules
+from pipeline.facts.modules import ModuleLocator
 from pipeline.facts.pycode import code_file_ops
 from pipeline.facts.shell import (
     command_text,
@@ -434,7 +434,8 @@ def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source:
                     out.add(*op)
     if edits is None:
         return out.result()
-    return _resolve_bare_names(out.result(), messages, out.cwd)
+    # The locator already holds every path the session shows: the same set names the bare ones.
+    return _resolve_bare_names(out.result(), edits.locator.shown)
 
 
 #: Hermes ``skill_manage`` actions that write a skill's files (``view``/``list``/``delete`` do not produce one).
@@ -505,7 +506,7 @@ def _last_paragraph(text: str) -> str:
     return parts[-1] if parts else ""
 
 
-def _reply_edits(text: str, known: Sequence[str], reads: Sequence[str], locator: ModuleLocator | None = None) -> list[str]:
+def _reply_edits(text: str, known: Sequence[str], reads: Sequence[str], locator: ModuleLocator) -> list[str]:
     """Files one assistant reply edits through its code blocks (see ``prose_edits``)."""
     blocks = list(_BLOCK.finditer(text))
     paths: list[str | None] = []
@@ -544,7 +545,7 @@ def _reply_edits(text: str, known: Sequence[str], reads: Sequence[str], locator:
             paths[i] = r
     # Still unnamed: the module the diff's own code defines, when the session imports it (``modules``).
     for i in open_:
-        if paths[i] is None and locator is not None:
+        if paths[i] is None:
             paths[i] = locator.locate(_new_side(blocks[i]), blocks[i].group(1).strip())
     return [p for p in paths if p]
 
@@ -684,14 +685,13 @@ def worktree_report(text: str) -> list[tuple[str, FileAction]]:
 _EXPORTER_FILE = re.compile(r"(?:^|/)\.specstory/|(?:^|/)derived-cursor-rules\.mdc$")
 
 
-def _resolve_bare_names(touches: list[FileTouch], messages: Sequence[Message], cwd: str | None) -> list[FileTouch]:
+def _resolve_bare_names(touches: list[FileTouch], seen: Sequence[str]) -> list[FileTouch]:
     """Give a file inferred from prose by its bare name ("tasks.ts") the one path the session shows
     for it elsewhere (a stack trace's ``src/domain/tasks.ts:81``, a test run, a later read); a name
     two different paths end with stays bare."""
     bare = [t for t in touches if "/" not in t.path and t.tool in ("edit_block", "claim")]
     if not bare:
         return touches
-    seen = _shown_paths(messages, cwd)
     renamed: dict[str, str] = {}
     for t in bare:
         cands = {p for p in seen if p.endswith("/" + t.path)}
@@ -725,8 +725,7 @@ def _shown_paths(messages: Sequence[Message], cwd: str | None) -> set[str]:
 
 
 def _locator(messages: Sequence[Message], cwd: str | None) -> ModuleLocator:
-    texts = [t for m in messages for t in _texts(m)]
-    return ModuleLocator(imported_names(texts), _shown_paths(messages, cwd), sibling_modules(texts))
+    return ModuleLocator((t for m in messages for t in _texts(m)), _shown_paths(messages, cwd))
 
 
 _LONE_BLOCK = re.compile(r"\A\s*```([^\n`]*)\n(.*?)^```\s*\Z", re.M | re.S)
@@ -735,7 +734,7 @@ _LONE_BLOCK = re.compile(r"\A\s*```([^\n`]*)\n(.*?)^```\s*\Z", re.M | re.S)
 class _ProseEdits:
     """``prose_edits`` one message at a time, so the caller can interleave them with tool calls."""
 
-    def __init__(self, locator: ModuleLocator | None = None) -> None:
+    def __init__(self, locator: ModuleLocator) -> None:
         self.reads: list[str] = []
         self.locator = locator
         self.lead = ""  # the assistant's last words in this turn before the current message
@@ -761,7 +760,7 @@ class _ProseEdits:
     def _lone_edit(self, text: str) -> str | None:
         """A reply that is one bare fence, announced by the reply before it as an edit, is how Cursor's
         edit tool is exported (the new code, no path): its file, when its code says which (``modules``)."""
-        if self.locator is None or not (block := _LONE_BLOCK.match(text)):
+        if not (block := _LONE_BLOCK.match(text)):
             return None
         if not _EDIT_INTENT.search(self.lead) or _ADVICE.search(self.lead):
             return None

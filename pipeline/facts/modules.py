@@ -45,38 +45,34 @@ _TS = re.compile(r"^\s*(?:export\s+)?(?:interface|type)\s+\w+|:\s*(?:string|numb
 
 def imported_names(texts: Iterable[str]) -> dict[str, str]:
     """Name → the one module the texts import it from (names imported from two modules are dropped)."""
+    return _scan(texts)[0]
+
+
+def _scan(texts: Iterable[str]) -> tuple[dict[str, str], dict[str, set[str]]]:
+    """One pass over the texts' import lines: ``imported_names``, and each relative module's siblings:
+    the other modules one file imports with the same prefix ("./list" → {"./get", "./status"}), one
+    folder, so a sibling placed for sure places an ambiguous one too."""
     seen: dict[str, set[str]] = {}
-    for text in texts:
-        if "import" not in text:
-            continue
-        for m in _JS_IMPORT.finditer(text):
-            spec = m.group(2)
-            for name in _js_clause_names(m.group(1)):
-                seen.setdefault(name, set()).add(spec)
-        for m in _PY_IMPORT.finditer(text):
-            spec = m.group(1)
-            for part in m.group(2).split(","):
-                if name := part.split(" as ")[0].strip():
-                    seen.setdefault(name, set()).add("py:" + spec)
-    return {name: specs.pop() for name, specs in seen.items() if len(specs) == 1}
-
-
-def sibling_modules(texts: Iterable[str]) -> dict[str, set[str]]:
-    """Relative module → the other modules one file imports with the same prefix ("./list" → {"./get",
-    "./status"}): one folder, so a sibling placed for sure places an ambiguous one too."""
-    out: dict[str, set[str]] = {}
+    siblings: dict[str, set[str]] = {}
     for text in texts:
         if "import" not in text:
             continue
         by_prefix: dict[str, set[str]] = {}
         for m in _JS_IMPORT.finditer(text):
             spec = m.group(2)
+            for name in _js_clause_names(m.group(1)):
+                seen.setdefault(name, set()).add(spec)
             if spec.startswith("."):
                 by_prefix.setdefault(spec.rsplit("/", 1)[0], set()).add(spec)
         for specs in by_prefix.values():
             for spec in specs:
-                out.setdefault(spec, set()).update(specs - {spec})
-    return out
+                siblings.setdefault(spec, set()).update(specs - {spec})
+        for m in _PY_IMPORT.finditer(text):
+            spec = m.group(1)
+            for part in m.group(2).split(","):
+                if name := part.split(" as ")[0].strip():
+                    seen.setdefault(name, set()).add("py:" + spec)
+    return {name: specs.pop() for name, specs in seen.items() if len(specs) == 1}, siblings
 
 
 def _js_clause_names(clause: str) -> list[str]:
@@ -142,10 +138,10 @@ def _guess_ext(code: str, tag: str, tail: str, shown: Iterable[str], spec: str) 
 class ModuleLocator:
     """Finds a pathless block's file in one session (see the module docstring)."""
 
-    def __init__(self, imports: dict[str, str], shown: Iterable[str], siblings: dict[str, set[str]] | None = None) -> None:
-        self.imports = imports
+    def __init__(self, texts: Iterable[str], shown: Iterable[str]) -> None:
+        """``texts``: everything the session says (messages and tool arguments); ``shown``: the paths it shows."""
+        self.imports, self.siblings = _scan(texts)
         self.shown = sorted(set(shown))
-        self.siblings = siblings or {}
 
     def locate(self, code: str, tag: str = "") -> str | None:
         own = imported_names([code])  # a wrapper defines what it imports; no file imports itself
