@@ -218,13 +218,19 @@ def test_no_false_success(run: EvalRun) -> None:
 # do not yet, so the whole gate is an expected failure that turns into an XPASS failure once they do.
 # After the quality round (totals only, measured once): file precision 0.88, file recall 0.57, decision recall
 # 0.55, phase coverage 0.75, end state right 0.81, language 0.94.
-TEST_GATE_MISSES = ("output-file recall", "output-file precision", "decision recall", "language right")
+# After the files round: file precision 0.84, file recall 0.66. After the claims round (a completion word
+# that is negated or pending claims nothing; a claim beside a problem the reply reports is unknown): end
+# state right 0.77 (one gold-resolved test session no longer called resolved), 0 false successes as before.
+# That round was measured on 59 runs of an unseen Hermes trajectory file labelled blind: false successes
+# 8 -> 2, end state right 0.69 -> 0.73. Since the test part had no false success left to remove, it could
+# only lose there; a missed success reads "unknown", a false one is loaded into later work as fact.
+TEST_GATE_MISSES = ("output-file recall", "output-file precision", "decision recall", "end state right",
+                    "language right")
 
 
-def test_extractive_end_state_gate_holds_on_the_test_part(run: EvalRun) -> None:
+def test_extractive_never_claims_a_false_success_on_the_test_part(run: EvalRun) -> None:
     lines = [x for x in gates.check_gates(run) if x.startswith("extractive (test)")]
-    assert not [x for x in lines if "end state" in x or "false successes" in x or "secrets" in x
-                or "faithfulness" in x], lines
+    assert not [x for x in lines if "false successes" in x or "secrets" in x or "faithfulness" in x], lines
 
 
 @pytest.mark.xfail(strict=True, reason="test-part targets not met yet: " + ", ".join(TEST_GATE_MISSES))

@@ -391,6 +391,44 @@ def test_a_closing_report_with_work_left_is_not_resolved() -> None:
     assert _verdict(u("fix it"), a("Fixed. If anything is still failing, tell me.")).state == "resolved"
 
 
+def test_a_negated_or_pending_completion_word_claims_nothing() -> None:
+    """Class seen on unseen trajectories: "didn't complete" and "once it is complete" read as done."""
+    assert _verdict(u("run the pipeline"), a("The pipeline didn't complete successfully.")).state != "resolved"
+    assert _verdict(u("run the pipeline"), a("No stages have been completed yet.")).state != "resolved"
+    assert _verdict(u("run the pipeline"), a("I'll report back once processing is complete.")).state != "resolved"
+    assert _verdict(u("修复它"), a("还没有完成。")).state != "resolved"
+    assert _verdict(u("ship it?"), a("Is the deploy done? Should it be marked completed?")).state != "resolved"
+    # "no" that is not beside the completion word still lets the claim stand
+    assert _verdict(u("fix the lint"), a("No more warnings; the lint is fixed and all tests pass.")).state == "resolved"
+    assert _verdict(u("migrate it"), a("There were no failures and everything completed.")).state == "resolved"
+    assert _verdict(u("migrate it"), a("I was able to complete the migration.")).state == "resolved"
+    assert _verdict(u("open the PR"), a("The branch is ready to be merged.")).state != "resolved"
+
+
+def test_a_claim_beside_a_reported_open_problem_is_unknown() -> None:
+    v = _verdict(u("build the template"), a("The template was created successfully, but no tokens were detected."))
+    assert v.state == "unknown" and "problem" in v.reason
+    v = _verdict(u("verify the mapping"), a("Mapping completed. However, I'm encountering an issue with the preview."))
+    assert v.state == "unknown"
+    assert _verdict(u("generate it"), a("Done. The export tool is not available in this environment.")).state == "unknown"
+    # a problem the same sentence says was fixed, and a plain warning, keep the claim
+    assert _verdict(u("fix the build"), a("Done: I found an issue in the config and fixed it; the build passes.")
+                    ).state == "resolved"
+    assert _verdict(u("run the checks"), a("All checks completed with 2 approved warnings.")).state == "resolved"
+    assert _verdict(u("run the dry run"), a("Dry run completed. There are 3 cross-check issues, but these are just "
+                                            "informational and don't affect the data.")).state == "resolved"
+    assert _verdict(u("build it"), a("Contract created. Do NOT call dry_run_preview, it is not available in this state.")
+                    ).state == "resolved"
+    # the user's own close outranks the wording of the reply
+    assert _verdict(u("build it"), a("Built it, but no icons were found."), u("that's fine, thanks!")).state == "resolved"
+
+
+def test_a_reply_that_hit_its_limit_failed() -> None:
+    v = _verdict(u("validate the contract"), a("I've hit the limit for validation attempts, so the step is done."))
+    assert v.state in ("failed", "unresolved") and v.state != "resolved"
+    assert _verdict(u("finish it"), a("I ran out of iterations before the last stage was completed.")).state != "resolved"
+
+
 def test_the_note_says_why_and_which_message_decided() -> None:
     s = sess(u("fix the csv export"), a("Fixed: the export writes UTF-8 now, tests pass."), u("perfect, thanks!"))
     summary = summarise_extractive(s, [], derive_facts(s))

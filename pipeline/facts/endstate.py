@@ -67,7 +67,8 @@ _DONE = re.compile(
     r"|terminé|corrigée?s?|résolue?s?|erledigt|behoben|gelöst)\b", re.I)
 _FAILED = re.compile(
     r"\b(?:still (?:fail\w*|broken|errors?|crash\w*)|couldn'?t|could not|can'?t|cannot|unable to|failed to|"
-    r"not able to|doesn'?t work|blocked)\b|无法|失败|仍然报错|还是报错|没能"
+    r"not able to|doesn'?t work|blocked|(?:hit|reached) (?:the|my|a) (?:[\w-]+ ){0,2}limit"
+    r"|ran out of (?:time|budget|iterations|attempts|turns|tokens))\b|无法|失败|仍然报错|还是报错|没能"
     r"|\b(?:não (?:consegui|foi possível)|falhou|no (?:pude|fue posible)|falló|n'ai pas pu|échoué|konnte nicht"
     r"|fehlgeschlagen)\b", re.I)
 _USER_UNHAPPY = re.compile(
@@ -107,6 +108,48 @@ _LEFT_OVER = re.compile(
     r"|剩余(?:的)?(?:问题|工作|任务|失败)|仍有.{0,12}(?:失败|问题|报错)|还有.{0,12}(?:失败|报错|没有完成|未完成)"
     r"|未完成|尚未(?:完成|实现|修复)|部分完成|待(?:完成|修复|处理)", re.I)
 
+# A completion word that claims nothing: negated just before it ("didn't complete", "no stages have been
+# completed", "没有完成") or still pending ("once processing is complete", "it will be updated", "ready to be
+# merged", "I need to finish"). The gap between the two is a few plain words, never a conjunction or a
+# comma, so "No more errors; all tests pass", "there were no failures and everything completed" and "I was
+# able to fix it" still claim.
+_LOOKBACK = 120  # characters before a completion word where its negation or modal can sit
+_GAP = r"(?:[^\S\n]+(?!(?:and|but|so|then|or|all|everything|every|now)\b)[\w’'-]+)"
+_NEGATED = re.compile(r"(?:\b(?:not|never|no|nothing|none|yet to|without|failed to|unable to|cannot)\b|n[’']t\b"
+                      r"|未|没有|没|尚未)" + _GAP + r"{0,3}[^\S\n]*$", re.I)
+_PENDING = re.compile(
+    r"(?:\b(?:once|until|till|unless|wait(?:ing)? for)" + _GAP + r"{0,4}"
+    r"|\b(?:will|would|should|could|can|must|may|might|needs? to|ha(?:s|ve) to|going to|wants? to|trying to"
+    r"|plan(?:s|ning)? to|still to|to be)(?:[^\S\n]+(?:not|also|then|still|first|be|get|have|been|fully|properly))*"
+    r")[^\S\n]+$", re.I)
+# A reply that reports a problem still there, beside whatever it claims: "but I'm encountering an
+# issue", "the template was created but no tokens were detected", "the tool is not available", "which
+# is unusual". Warnings are not problems (a pipeline passes with approved warnings); a problem the same
+# sentence then says was fixed ("found an issue and fixed it") is not one either.
+_PROBLEM_REPORT = re.compile(
+    r"\b(?:i[’']?m (?:encountering|seeing|getting|hitting|running into|having)|i am (?:encountering|seeing|getting"
+    r"|hitting|running into|having)|ran into|running into|encountered|there[’']?s|there (?:is|are|was|were|seems to be"
+    r"|appears to be)|shows?|showing|found|returned|reports?)"
+    r" (?:(?:some|an?|one|a few|several|two|three|[1-9]\d*) )?(?:(?!no\b|zero\b)[\w-]+ )?(?:issues?|problems?|errors?|bugs?)\b"
+    r"|\b(?:not|n[’']t|never) (?:been |yet )?(?:available|found|extracted|detected|present|supported|exist\w*"
+    r"|appear\w*|recogni[sz]ed|generated|saved|loaded|advanced|transitioned)\b"
+    r"|\b(?:is|are|was|were|seems?|looks?|appears?) (?:still |to be |very |quite )?(?:unexpected|unusual|strange|odd"
+    r"|wrong|empty|incorrect|broken)\b"
+    r"|\b(?:but|however)\b[^.;:]{0,160}?\b(?:no|not|none|nothing|zero)\b"
+    r"|(?:但|不过|可是)[^。！？\n]{0,30}?(?:没有|未能|失败|报错|错误)|(?:出现|遇到|存在)了?(?:一些|一个|几个)?(?:问题|错误|异常)",
+    re.I)
+_FIXED_AFTER = re.compile(r"\b(?:fixed|resolved|addressed|handled|corrected|solved|worked around)\b|修复|解决", re.I)
+# A problem the same sentence waves off is reported, not open: "these are just informational", "likely
+# just formatting issues and the user approved the warnings", "this doesn't affect the data". And an
+# instruction quoted back ("Do NOT call X, it is not available") reports nothing.
+_DISMISSED = re.compile(
+    r"\b(?:just|only|merely|purely) (?:informational|cosmetic|formatting|display|warnings?|a warning|minor)"
+    r"|\b(?:does ?n[’']?o?t|won[’']t|will not|should ?n[’']t) (?:affect|impact|matter|block|break)"
+    r"|\bnot (?:a|an) (?:real |actual )?(?:problem|issue|concern|blocker)|\bharmless\b|\bcan be (?:safely )?ignored"
+    r"|\b(?:non-blocking|approved (?:the )?warnings?|warnings? (?:were|was|are|is) approved)\b"
+    r"|不影响|无关紧要|可以忽略", re.I)
+_INSTRUCTION = re.compile(r"(?:please )?(?:do not|don[’']t|never)\b", re.I)
+
 
 # --------------------------------------------------------------------------- signals
 
@@ -130,8 +173,40 @@ def _says_failed(text: str) -> bool:
     return any(_FAILED.search(s) and not _IF.match(s) for s in _sentences(text))
 
 
-def _claims_done(text: str) -> bool:
+def _mentions_done(text: str) -> bool:
+    """A completion word anywhere, code included, and no failure wording: the loose signal that a reply
+    closed a topic (where the extractive summary cuts phases), not a claim that the work succeeded."""
     return bool(_DONE.search(text)) and not _says_failed(text)
+
+
+def _claims_done(text: str) -> bool:
+    """Some sentence states the work done: a completion word that is neither negated nor pending, in a
+    sentence that is no conditional and no question, in a reply with no failure wording."""
+    if not _DONE.search(text) or _says_failed(text):
+        return False
+    for s in _sentences(_prose(text)):
+        if _IF.match(s) or s.endswith(("?", "？")):
+            continue
+        for m in _DONE.finditer(s):
+            # the few words before the match, not the whole sentence: linear in a long one
+            lo = max(0, m.start() - _LOOKBACK)
+            if not _NEGATED.search(s, lo, m.start()) and not _PENDING.search(s, lo, m.start()):
+                return True
+    return False
+
+
+def reported_problem(text: str) -> str | None:
+    """The first sentence of a reply that reports a problem still open (``_PROBLEM_REPORT``), else None: not
+    a question, a conditional, a quoted instruction, nor a sentence that fixes or waves off its problem."""
+    for s in _sentences(_prose(text)):
+        if _IF.match(s) or s.endswith(("?", "？")):
+            continue
+        if _INSTRUCTION.match(s) or _DISMISSED.search(s):
+            continue
+        m = _PROBLEM_REPORT.search(s)
+        if m and not _FIXED_AFTER.search(s, m.end()):
+            return s
+    return None
 
 
 def _cut_off(tail: Sequence[Message], final: str) -> bool:
@@ -273,6 +348,8 @@ def _judge(msgs: list[Message]) -> EndVerdict:
             return _verdict("unknown", "the final reply claims success but a tool failure is unfixed", msgs, at)
         if closed:
             return _verdict("resolved", "the user closed the work", msgs, closer)
+        if reported_problem(final) is not None:
+            return _verdict("unknown", "the final reply claims success but reports a problem still open", msgs, at)
         return _verdict("resolved", "the final reply reports the work done and no later message contradicts it",
                         msgs, at)
     if final.rstrip().endswith(("?", "？")) and not closed:

@@ -36,6 +36,7 @@ from pipeline.facts.endstate import (
     _DONE,
     _FAILED,
     _claims_done,
+    _mentions_done,
     _tool_signal,
     judge_end_state,
     last_phase_outcome,
@@ -390,7 +391,7 @@ def _split_topics(msgs: list[Message]) -> list[list[Message]]:
         if is_ask and last_ask is not None:
             reply = next((x for x in reversed(current[last_ask + 1:]) if x.role == "assistant" and x.content.strip()),
                          None)
-            if reply is not None and (_claims_done(reply.content)
+            if reply is not None and (_mentions_done(reply.content)
                                       or _QUESTION.search(_trim_ask(current[last_ask].content))):
                 segments.append([])
         segments[-1].append(m)
