@@ -423,6 +423,22 @@ def test_a_claim_beside_a_reported_open_problem_is_unknown() -> None:
     assert _verdict(u("build it"), a("Built it, but no icons were found."), u("that's fine, thanks!")).state == "resolved"
 
 
+def test_a_claim_that_stops_to_wait_for_the_users_input_is_unresolved() -> None:
+    v = _verdict(u("map the fields"), a("Added mappings for 10 fields.\n\n**2 fields need your input:** print date and "
+                                        "recipe code.\n\nWhat would you like to do?"))
+    assert v.state == "unresolved" and "input" in v.reason
+    v = _verdict(u("finish the template"), a("Template complete! To generate the report I need to know the date range."
+                                             "\n\nWhat date range would you like?"))
+    assert v.state == "unresolved"
+    assert _verdict(u("修复登录"), a("已修复登录问题。需要您确认一下新的回调地址是否正确？")).state == "unresolved"
+    # an offer of more work waits on nothing
+    assert _verdict(u("fix the test"), a("Fixed the test; all tests pass. Would you like me to add another one?")
+                    ).state == "resolved"
+    # and a question the user answered and closed is no wait
+    assert _verdict(u("map the fields"), a("Mapped them. Please confirm the date column?"), u("looks good, thanks!")
+                    ).state == "resolved"
+
+
 def test_a_reply_that_hit_its_limit_failed() -> None:
     v = _verdict(u("validate the contract"), a("I've hit the limit for validation attempts, so the step is done."))
     assert v.state in ("failed", "unresolved") and v.state != "resolved"

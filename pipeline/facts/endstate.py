@@ -148,6 +148,15 @@ _DISMISSED = re.compile(
     r"|\bnot (?:a|an) (?:real |actual )?(?:problem|issue|concern|blocker)|\bharmless\b|\bcan be (?:safely )?ignored"
     r"|\b(?:non-blocking|approved (?:the )?warnings?|warnings? (?:were|was|are|is) approved)\b"
     r"|不影响|无关紧要|可以忽略", re.I)
+# A reply that stops to wait for the user: it needs an input or a choice to go on ("I need to know the date
+# range", "2 fields need your input … What would you like to do?", "请确认"). Whatever it claims done, the
+# work is waiting on an answer the session never got. An offer of more ("Would you like me to…?") waits on
+# nothing, so it is not one.
+_NEEDS_INPUT = re.compile(
+    r"\b(?:i|we) (?:still )?need (?:to know|to confirm with you|your|you to (?:provide|confirm|choose|tell|pick|decide))"
+    r"|\bneeds? your (?:input|decision|confirmation|choice|approval)\b|\bplease (?:provide|confirm|choose|specify|pick|select)\b"
+    r"|\bwhat would you like (?:to do|me to do|to use)\b|\bonce you (?:provide|confirm|choose|tell me|decide|pick)\b"
+    r"|需要(?:您|你)(?:的)?(?:确认|提供|选择|决定|输入)|请(?:您|你)?(?:确认|提供|选择|告诉我)|等(?:您|你)(?:确认|回复)", re.I)
 _INSTRUCTION = re.compile(r"(?:please )?(?:do not|don[’']t|never)\b", re.I)
 
 
@@ -207,6 +216,13 @@ def reported_problem(text: str) -> str | None:
         if m and not _FIXED_AFTER.search(s, m.end()):
             return s
     return None
+
+
+def _waits_for_input(text: str) -> bool:
+    """The reply ends on a question and says it needs the user's input or choice to go on (``_NEEDS_INPUT``)."""
+    prose = _prose(text).rstrip().rstrip("*_ ")
+    return prose.endswith(("?", "？", ":", "：", "!", "！")) and bool(_NEEDS_INPUT.search(prose)) and any(
+        s.endswith(("?", "？")) for s in _sentences(prose))
 
 
 def _cut_off(tail: Sequence[Message], final: str) -> bool:
@@ -348,6 +364,9 @@ def _judge(msgs: list[Message]) -> EndVerdict:
             return _verdict("unknown", "the final reply claims success but a tool failure is unfixed", msgs, at)
         if closed:
             return _verdict("resolved", "the user closed the work", msgs, closer)
+        if _waits_for_input(final):
+            return _verdict("unresolved", "the final reply claims progress but waits for the user's input, never given",
+                            msgs, at)
         if reported_problem(final) is not None:
             return _verdict("unknown", "the final reply claims success but reports a problem still open", msgs, at)
         return _verdict("resolved", "the final reply reports the work done and no later message contradicts it",
