@@ -57,6 +57,7 @@ from pipeline.models import (
     SessionSummary,
     is_scratch,
 )
+from pipeline.summarize.screen import Screen
 
 MAX_ASK = 300
 MAX_PHASE_SPLITS = 6
@@ -299,6 +300,11 @@ def user_asks(messages: Sequence[Message], lang: str | None = None) -> list[str]
 
 # --------------------------------------------------------------------------- decisions
 
+#: One RE2 pass tells most replies apart from those that may choose (the ``re`` alternations above cost a
+#: scan per position, and most replies choose nothing); a maybe still goes through the ``re`` checks below.
+_MAY_CHOOSE = Screen([_DECISION])
+_MAY_CHOOSE_OR_RECOMMEND = Screen([_DECISION, _RECOMMEND, _DECISION_OTHER, _REASON])
+
 
 def decision_candidates(messages: Sequence[Message], *, recommendations: bool = False) -> list[Decision]:
     """Sentences with explicit choice language (English and Chinese), with rejected options and evidence.
@@ -311,7 +317,11 @@ def decision_candidates(messages: Sequence[Message], *, recommendations: bool = 
         return bool(_DECISION.search(text) or (recommendations and (
             _RECOMMEND.search(text) or _DECISION_OTHER.search(text) or _reasoned(text))))
 
+    screen = _MAY_CHOOSE_OR_RECOMMEND if recommendations else _MAY_CHOOSE
+
     def may_choose(text: str) -> bool:  # the whole reply: any sentence of it may be the reasoned one
+        if not screen.may_match(text):
+            return False
         return bool(_DECISION.search(text) or (recommendations and (
             _RECOMMEND.search(text) or _DECISION_OTHER.search(text) or _REASON.search(text))))
 

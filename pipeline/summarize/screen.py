@@ -1,0 +1,98 @@
+"""A one-pass screen in front of Python regexes: skip a text no pattern can match, at RE2's speed.
+
+Python's ``re`` tries a big alternation at every position of a text, and most texts match none of
+them (most replies choose nothing). ``Screen`` compiles a *superset* of the patterns into one
+``re2.Set`` (a lazy DFA): word boundaries (``\\b``) and bracket lookarounds (``(?<![…])``, ``(?![…])``)
+only narrow a match, so removing them can only widen it. ``may_match`` is a cheap "no" or a "maybe";
+the caller still runs its own ``re`` patterns on a maybe, so its answers do not change.
+
+Without the google-re2 wheel, or for a pattern RE2 cannot take (backreferences, other lookarounds),
+the screen says maybe to everything: slower, never different.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+#: What only narrows a match: ``\b``, ``\B`` and lookarounds over one bracket class.
+_NARROWING = re.compile(r"\\[bB]|\(\?<?[!=]\[(?:\\.|[^\]\\])*\]\)")
+_CLASS = re.compile(r"\[(?:\\.|[^\]\\])*\]")
+#: RE2's ``\s``, ``\w`` and ``\d`` are ASCII; Python's are Unicode. The wide pattern spells out Python's.
+_UNICODE = {r"\s": r"[\s\p{Z}\x{85}\x{0b}\x{1c}-\x{1f}]", r"\w": r"[\p{L}\p{N}_]", r"\d": r"\p{Nd}"}
+
+
+def widen(pattern: str, *, ignore_case: bool = False) -> str | None:
+    """``pattern`` with its word boundaries and bracket lookarounds removed and its shorthand classes made
+    Unicode; None where the result could be narrower than ``pattern`` in RE2 (another lookaround, a
+    backreference, a negated shorthand, a shorthand inside a bracket class)."""
+    wide = _NARROWING.sub("", pattern)
+    if "(?=" in wide or "(?!" in wide or "(?<" in wide or re.search(r"\\[1-9SWD]", wide):
+        return None
+    if any(re.search(r"\\[swd]", c) for c in _CLASS.findall(wide)):
+        return None
+    if ignore_case:
+        wide = _fold_i(wide)
+    return re.sub(r"\\[swd]", lambda m: _UNICODE[m.group(0)], wide)
+
+
+def _fold_i(pattern: str) -> str:
+    """Python's ``re.I`` lets ``i`` match ``İ`` and ``ı``; RE2's case folding does not (of all ASCII
+    letters, only ``i`` differs). Every literal ``i``, and every bracket class holding it, gets the two back."""
+    out: list[str] = []
+    class_start = -1
+    escaped = False
+    for ch in pattern:
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == "[" and class_start < 0:
+            class_start = len(out)
+        elif ch == "]" and class_start >= 0 and len(out) > class_start + 1:
+            body = "".join(out[class_start:]) + "]"
+            if not body.startswith("[^") and re.fullmatch(body, "i", re.I):
+                out.append("İı")
+            class_start = -1
+        elif ch in "iI" and class_start < 0:
+            out.append("[iİı]")
+            continue
+        out.append(ch)
+    return "".join(out)
+
+
+class Screen:
+    """One RE2 pass over a text for several ``re`` patterns (compiled with ``re.I`` or not, all alike)."""
+
+    def __init__(self, patterns: Sequence[re.Pattern[str]]) -> None:
+        self._set = _compile([p.pattern for p in patterns], all(p.flags & re.I for p in patterns))
+
+    def may_match(self, text: str) -> bool:
+        """False only when no pattern can match ``text``."""
+        return self._set is None or self._set.Match(text) is not None
+
+    @property
+    def active(self) -> bool:
+        return self._set is not None
+
+
+def _compile(patterns: Sequence[str], ignore_case: bool) -> Any:
+    try:
+        import re2
+    except ImportError:
+        return None
+    wide = [widen(p, ignore_case=ignore_case) for p in patterns]
+    if any(w is None for w in wide):
+        return None
+    options = re2.Options()
+    options.case_sensitive = not ignore_case
+    options.max_mem = 32 << 20
+    screen = re2.Set.SearchSet(options)
+    try:
+        for w in wide:
+            screen.Add(w)
+        screen.Compile()
+    except Exception:  # a construct RE2 rejects: screen nothing rather than guess
+        return None
+    return screen

@@ -1,0 +1,83 @@
+"""The RE2 screen in front of the decision patterns: a cheap "no" that is never wrong.
+
+``Screen.may_match`` may say yes where no ``re`` pattern matches (the caller checks again), but it
+must never say no where one does, or a decision silently disappears from a note. The property is
+checked on every paragraph of the real shared transcripts (English, Chinese, Russian, Portuguese…)
+and on the Unicode corners where RE2 and Python's ``re`` differ.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from pipeline.summarize import extractive
+from pipeline.summarize.screen import Screen, widen
+from tests.corpus import CORPUS, require_corpus
+
+PATTERNS = [extractive._DECISION, extractive._RECOMMEND, extractive._DECISION_OTHER, extractive._REASON]
+
+
+def _misses(screen: Screen, texts: list[str]) -> list[str]:
+    return [t for t in texts if any(p.search(t) for p in PATTERNS) and not screen.may_match(t)]
+
+
+def test_the_decision_screen_is_active_with_re2() -> None:
+    pytest.importorskip("re2")
+    screen = Screen(PATTERNS)
+    assert screen.active, "a decision pattern stopped compiling into the screen: every reply is scanned in full"
+    assert not screen.may_match("Ran the tests; 12 passed.")
+
+
+def test_the_screen_never_says_no_where_a_pattern_matches_on_real_transcripts() -> None:
+    require_corpus()
+    pytest.importorskip("re2")
+    screen = Screen(PATTERNS)
+    texts: list[str] = []
+    for path in sorted(p for p in CORPUS.rglob("*") if p.is_file() and p.suffix in (".md", ".jsonl", ".json", ".txt")):
+        raw = path.read_text("utf-8", errors="replace")
+        texts.extend(part for part in re.split(r"\n\s*\n|\\n\\n", raw) if part.strip())
+    screened_out = [t for t in texts if not screen.may_match(t)]
+    assert [t for t in screened_out if any(p.search(t) for p in PATTERNS)] == []
+    # and it earns its place: a third of the paragraphs are a cheap no, and many are a maybe
+    assert len(texts) // 3 < len(screened_out) < len(texts) - 500
+
+
+@pytest.mark.parametrize("text", [
+    "we\u00a0chose the queue",                 # NBSP: Python's \s, not RE2's
+    "my recommendation\u2003: keep it",        # em space before the colon (\s in the pattern)
+    "Recommendation\u3000：用这个",              # ideographic space and a full-width colon
+    "Решили, вместо этого выбрали SQLite",     # Cyrillic beside a bracket lookaround
+    "решилась",                               # no match in re either: the screen may still say maybe
+    "Best\u00a0option is the cache",
+    "I'd rather go with the cache",
+    "ı went with it, INSTEAD of the old one",  # dotless i and upper case
+    "İnstead of Redis",                       # Python's re.I folds İ and ı into i; RE2's does not
+    "用缓存，因为它更快",
+    "em vez de usar o Redis",
+])
+def test_unicode_corners_are_never_screened_out(text: str) -> None:
+    pytest.importorskip("re2")
+    assert _misses(Screen(PATTERNS), [text]) == []
+
+
+@pytest.mark.parametrize("pattern", [r"(\w)\1", r"foo(?=bar)", r"(?<!x)y", r"\S+", r"[\w.]+"])
+def test_a_pattern_re2_could_read_more_narrowly_turns_the_screen_off(pattern: str) -> None:
+    assert widen(pattern) is None
+    screen = Screen([re.compile(pattern)])
+    assert not screen.active and screen.may_match("anything")  # slower, never different
+
+
+def test_widen_drops_only_what_narrows() -> None:
+    assert widen(r"\bchose\b") == "chose"
+    assert widen(r"(?<![А-Я])вместо(?![А-Я])") == "вместо"
+    assert widen(r"a\sb") == r"a[\s\p{Z}\x{85}\x{0b}\x{1c}-\x{1f}]b"
+
+
+def test_every_ascii_letter_folds_in_the_screen_as_in_python() -> None:
+    pytest.importorskip("re2")
+    for letter in "abcdefghijklmnopqrstuvwxyz":
+        screen = Screen([re.compile(letter, re.I)])
+        folded = [chr(c) for c in range(0x80, 0x3000) if re.fullmatch(letter, chr(c), re.I)]
+        assert all(screen.may_match(ch) for ch in folded), (letter, folded)
