@@ -62,7 +62,7 @@ def test_unicode_corners_are_never_screened_out(text: str) -> None:
     assert _misses(Screen(PATTERNS), [text]) == []
 
 
-@pytest.mark.parametrize("pattern", [r"(\w)\1", r"foo(?=bar)", r"(?<!x)y", r"\S+", r"[\w.]+"])
+@pytest.mark.parametrize("pattern", [r"(\w)\1", r"foo(?=bar)", r"(?<!x)y", r"\S+", r"[\w.]+", r"[\bx]y"])
 def test_a_pattern_re2_could_read_more_narrowly_turns_the_screen_off(pattern: str) -> None:
     assert widen(pattern) is None
     screen = Screen([re.compile(pattern)])
@@ -81,3 +81,9 @@ def test_every_ascii_letter_folds_in_the_screen_as_in_python() -> None:
         screen = Screen([re.compile(letter, re.I)])
         folded = [chr(c) for c in range(0x80, 0x3000) if re.fullmatch(letter, chr(c), re.I)]
         assert all(screen.may_match(ch) for ch in folded), (letter, folded)
+
+
+def test_a_bracket_first_in_a_class_is_a_literal_when_folding() -> None:
+    pytest.importorskip("re2")
+    pattern = re.compile(r"[^]i]x", re.I)  # "]" is the class's first member, not its end
+    assert pattern.search("ax") and Screen([pattern]).may_match("ax")

@@ -26,11 +26,11 @@ _UNICODE = {r"\s": r"[\s\p{Z}\x{85}\x{0b}\x{1c}-\x{1f}]", r"\w": r"[\p{L}\p{N}_]
 def widen(pattern: str, *, ignore_case: bool = False) -> str | None:
     """``pattern`` with its word boundaries and bracket lookarounds removed and its shorthand classes made
     Unicode; None where the result could be narrower than ``pattern`` in RE2 (another lookaround, a
-    backreference, a negated shorthand, a shorthand inside a bracket class)."""
+    backreference, a negated shorthand, a shorthand or ``\\b`` inside a bracket class)."""
+    if any(re.search(r"\\[swdb]", c) for c in _CLASS.findall(pattern)):
+        return None  # inside a class, ``\b`` is a backspace, not a boundary, and RE2's ``\s`` is ASCII
     wide = _NARROWING.sub("", pattern)
     if "(?=" in wide or "(?!" in wide or "(?<" in wide or re.search(r"\\[1-9SWD]", wide):
-        return None
-    if any(re.search(r"\\[swd]", c) for c in _CLASS.findall(wide)):
         return None
     if ignore_case:
         wide = _fold_i(wide)
@@ -50,7 +50,8 @@ def _fold_i(pattern: str) -> str:
             escaped = True
         elif ch == "[" and class_start < 0:
             class_start = len(out)
-        elif ch == "]" and class_start >= 0 and len(out) > class_start + 1:
+        elif ch == "]" and class_start >= 0 and "".join(out[class_start:]) not in ("[", "[^"):
+            # (a ``]`` first in a class, after ``[`` or ``[^``, is a literal)
             body = "".join(out[class_start:]) + "]"
             if not body.startswith("[^") and re.fullmatch(body, "i", re.I):
                 out.append("İı")
