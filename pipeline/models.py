@@ -177,7 +177,7 @@ class Facts(_Frozen):
     @property
     def deleted_files(self) -> list[str]:
         """Files the session removed and did not write again (scratch left out). A removed folder
-        (``rm -rf .deploy-tmp``) is not a file: the files the session had touched in it are listed."""
+        (``rm -rf .deploy``) is not a file: the files the session had touched in it are listed."""
         folders: set[str] = set()
         for f in self.files:
             d = posixpath.dirname(f.path)
@@ -193,6 +193,8 @@ _SCRATCH = re.compile(
     r"^(?:/tmp/|/var/tmp/|/private/tmp/|/private/var/folders/|/dev/shm/|[A-Za-z]:[\\/](?:Windows[\\/])?Temp[\\/])"
     r"|(?:^|[\\/])(?:node_modules|__pycache__|\.pytest_cache|\.mypy_cache|\.ruff_cache|\.cache|\.next|\.nuxt"
     r"|\.turbo|\.parcel-cache|\.venv|\.gradle|\.idea|\.DS_Store)(?:[\\/]|$)"
+    # a folder named as scratch: tmp/, .tmp/, temp/, .deploy-tmp/, build_tmp/ (a file named tmp.py is no folder)
+    r"|(?:^|[\\/])(?:[\w.-]*[-_.])?(?:tmp|temp)[\\/]"
     r"|[\\/]$", re.I)
 
 

@@ -266,6 +266,11 @@ def _judge_cjk(m: re.Match[str], text: str) -> str | None:
     return "PASSWORD"
 
 
+def _judge_cjk_glued(m: re.Match[str], text: str) -> str | None:
+    # "私钥 id_ed25519.pem" names the key's file, not the key
+    return None if re.search(r"\.[A-Za-z]{2,5}$", _group(m, text, "v") or "") else _judge_cjk(m, text)
+
+
 def _judge_b64_pem(m: re.Match[str], text: str) -> str | None:
     """base64 of a PEM block (kubeconfig ``client-key-data``): masked when it is a private key."""
     import base64
@@ -481,6 +486,14 @@ RULES: tuple[Rule, ...] = (
         _CJK_LABELS + r"[ \t]*(?:是|为|為|は|:|：|=)[ \t]*[\"'`“「]?(?P<v>[\x21-\x7e]+?)[\"'`”」]?(?=[^\x21-\x7e]|[;,]|$)",
         _CJK_LABELS,
         _judge_cjk,
+    ),
+    # "密码Forwarder2026+", "口令 hunter2x9": Chinese needs no space or colon between a label and its value, so
+    # a value glued on is masked when it mixes letters and digits (a word or a name after the label is not).
+    _rule(
+        "PASSWORD",
+        _CJK_LABELS + r"[ \t]?(?P<v>(?=[\x21-\x7e]*[A-Za-z])(?=[\x21-\x7e]*\d)[\x21-\x7e]{6,})(?=[^\x21-\x7e]|$)",
+        _CJK_LABELS,
+        _judge_cjk_glued,
     ),
 )
 

@@ -275,6 +275,19 @@ def test_phase_titles_skip_list_markers_markup_and_abbreviation_stubs() -> None:
                       "e.g. use uv for the lockfile", "No, leave the version alone"], titles
 
 
+def test_a_phase_whose_asks_only_point_at_a_screenshot_is_titled_by_what_it_worked_on() -> None:
+    """A user walking through a console sends "这样了" / "是这样吗" with a screenshot: the title is the first ask
+    that names something, else the reply's heading; a short ask that names an action ("Rerun it") stays."""
+    s = sess(u("这样是对的吧", 1), a("差不多，再往下拉", 2), u("这样了，数据库账号和密码这个要怎么看", 3), a("在账号管理里看。", 4))
+    assert [p.title for p in summarise_extractive(s, [], derive_facts(s)).phases] == ["这样了，数据库账号和密码这个要怎么看"]
+    s = sess(u("这样了", 1), a("## 第 3 步：创建 RDS 数据库账号\n\n点左边的账号管理。", 2))
+    assert [p.title for p in summarise_extractive(s, [], derive_facts(s)).phases] == ["第 3 步：创建 RDS 数据库账号"]
+    s = sess(u("like this?", 1), a("Yes, exactly.", 2))
+    assert [p.title for p in summarise_extractive(s, [], derive_facts(s)).phases] == ["Like this?"]
+    s = sess(u("Rerun it", 1), a("## Results\n\nAll 12 tests pass.", 2))
+    assert [p.title for p in summarise_extractive(s, [], derive_facts(s)).phases] == ["Rerun it"]
+
+
 def test_phase_outcome_text_skips_headings_and_bold_marks() -> None:
     # From a real Copilot session: the outcome read "\\### **The Complete Picture**".
     for reply, done in [("### **The Complete Picture**\n\nGraviton runs the workers; Spot keeps costs down.",
@@ -403,6 +416,15 @@ def test_a_negated_or_pending_completion_word_claims_nothing() -> None:
     assert _verdict(u("migrate it"), a("There were no failures and everything completed.")).state == "resolved"
     assert _verdict(u("migrate it"), a("I was able to complete the migration.")).state == "resolved"
     assert _verdict(u("open the PR"), a("The branch is ready to be merged.")).state != "resolved"
+    # Chinese, without spaces to count words by: a negation or a modal a few characters before, or the time a
+    # step will take ("1分钟搞定": a promise about registering, in the forwarder session's failed upload)
+    assert _verdict(u("上传项目"), a("上传中断了，不是正常完成。")).state != "resolved"
+    assert _verdict(u("上传项目"), a("没有的话去注册一个（免费，1分钟搞定）。")).state != "resolved"
+    assert _verdict(u("部署"), a("跑完这个脚本，5 分钟就能完成部署。")).state != "resolved"
+    assert _verdict(u("部署"), a("服务器装好后我们会完成配置。")).state != "resolved"
+    assert _verdict(u("部署"), a("部署已完成，https://dtms.example.com 返回 200。")).state == "resolved"
+    assert _verdict(u("部署"), a("全部搞定 ✅")).state == "resolved"
+    assert _verdict(u("重构"), a("主要完成了三处修改：路由、表单和样式。")).state == "resolved"
 
 
 def test_a_claim_beside_a_reported_open_problem_is_unknown() -> None:
@@ -497,7 +519,7 @@ def test_a_reply_that_lists_its_changes_keeps_them_in_the_phase() -> None:
 def test_extractive_decisions_keep_recommendations_and_drop_words_that_choose_nothing() -> None:
     review = ("1. I would not use three separate optional media fields. Best shape: `embedding_inputs: "
               "Sequence[EmbeddingInput] | None`.\n\n**Recommended Shape**\n\n"
-              "Initialize your chosen embedding model before indexing.\n\nCounterfactual 要不要做?我傾向不做,因为成本太高。\n\n"
+              "- Initialize your chosen embedding model before indexing.\n\nCounterfactual 要不要做?我傾向不做,因为成本太高。\n\n"
               "Q5: \"Why did you choose EKS over self-managed Kubernetes?\"\n\n给 `SelectTrigger` 添加了类，确保选择框显示正常。\n\n"
               "这样你什么都不用记，它会自动总结。")
     s = sess(u("review the plan for multimodal documents"), a(review))
@@ -507,6 +529,44 @@ def test_extractive_decisions_keep_recommendations_and_drop_words_that_choose_no
                        "Counterfactual 要不要做?我傾向不做,因为成本太高。"]
     # The LLM's hints are the recorded ones: recommendations are the extractive note's addition.
     assert not any("I would not use" in d.choice for d in decision_candidates(s.messages))
+
+
+def test_a_heading_that_announces_a_choice_is_read_with_the_line_under_it() -> None:
+    """"## 我的最终推荐" chooses nothing by itself: the choice is the line under it. A heading that states its
+    choice ("用 AST 不用行数") is not joined to what follows it."""
+    reply = ("好的，我来定方向。\n\n## 我的最终推荐（已采纳\"我帮你决定\"）\n\n**技术栈：方案 C — Next.js 14 + SQLite + Prisma**\n\n"
+             "理由：单端口。\n\n### Decision\n\nKeep `Document.content` as text and add `embedding_inputs`.\n\n"
+             "## 用 AST 不用行数\n\n你对。")
+    s = sess(u("帮我决定技术栈"), a(reply))
+    choices = [d.choice for d in summarise_extractive(s, [], derive_facts(s)).decisions]
+    assert choices == ["我的最终推荐（已采纳\"我帮你决定\"）：技术栈：方案 C — Next.js 14 + SQLite + Prisma",
+                       "Decision：Keep `Document.content` as text and add `embedding_inputs`."]
+
+
+def test_chinese_instructions_requests_and_replacements_are_no_decisions_and_options_are_whole() -> None:
+    """"不用改/不要勾任何东西" tells the user what not to bother with, "要不要/帮我决定" asks, "把 A 替换成 B" edits;
+    none of them turns an option down. An option ends at a bracket or a colon and keeps no half code span."""
+    reply = ("✅ 系统盘 40GB 够用，不用改。\n\n其他全部默认，不要勾任何东西。\n\n我需要你帮我决定的几个事。\n\n"
+             "看你后面要不要挪。\n\n把 mock 的 27 条渠道替换成真实数据。\n\n如果配置够，直接用你已有的服务器就行，不用额外花钱。\n\n"
+             "不要填 1（你截图填了1）。\n\n不要直接重置 root 密码（会影响 tracking_system）。\n\n为什么不要左右箭头：滚轮一甩就到位。\n\n"
+             "这套已经在生效，不用再装 `claude-mem`。\n\n「無語意 PR」用 AST 不用行數。")
+    s = sess(u("部署到阿里云"), a(reply))
+    got = [(d.choice, d.rejected) for d in summarise_extractive(s, [], derive_facts(s)).decisions]
+    assert got == [("不要直接重置 root 密码（会影响 tracking_system）。", ("直接重置 root 密码",)),
+                   ("为什么不要左右箭头：滚轮一甩就到位。", ("左右箭头",)),
+                   ("这套已经在生效，不用再装 `claude-mem`。", ("装 claude-mem",)),
+                   ("「無語意 PR」用 AST 不用行數。", ("行數",))]
+
+
+def test_a_long_session_keeps_decisions_from_all_along() -> None:
+    """Twenty equally firm choices: the note's twelve come from every stretch of the session, not the first twelve."""
+    from pipeline.summarize.extractive import MAX_DECISIONS
+
+    replies = [a(f"We keep tokens in a list rather than a tree number {i}.") for i in range(20)]
+    s = sess(u("build the parser"), *replies)
+    decisions = summarise_extractive(s, [], derive_facts(s)).decisions
+    numbers = [int(d.choice.rsplit(" ", 1)[1].rstrip(".")) for d in decisions]
+    assert len(numbers) == MAX_DECISIONS and numbers[-1] >= 17 and numbers == sorted(numbers)
 
 
 def test_a_long_session_keeps_its_firmest_decisions() -> None:

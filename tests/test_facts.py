@@ -470,13 +470,13 @@ def test_an_export_without_a_cwd_takes_its_root_from_the_root_files_it_touched()
     msgs = (u("build it"),
             call("1", "write", {"file_path": f"{root}\\package.json"}), result("1", "ok"),
             call("2", "edit_file", {"target_file": f"{root}\\src\\app\\page.tsx"}), result("2", "ok"),
-            call("3", "write", {"file_path": f"{root}\\.deploy-tmp\\deploy.sh"}), result("3", "ok"),
-            call("4", "run_terminal_cmd", {"command": "sed -i 's/a/b/' src/app/page.tsx && rm -rf .deploy-tmp"}),
+            call("3", "write", {"file_path": f"{root}\\.deploy\\deploy.sh"}), result("3", "ok"),
+            call("4", "run_terminal_cmd", {"command": "sed -i 's/a/b/' src/app/page.tsx && rm -rf .deploy"}),
             result("4", "Exit code: 0"),
             call("5", "write", {"file_path": "C:\\Users\\me\\.npmrc"}), result("5", "ok"))
     facts = derive_facts(Session(id="s", source="specstory", messages=msgs))
     assert facts.output_files == ["package.json", "src/app/page.tsx", "c:/Users/me/.npmrc"]
-    assert facts.deleted_files == [".deploy-tmp/deploy.sh"]
+    assert facts.deleted_files == [".deploy/deploy.sh"]
     from pipeline.chunk import chunk_session
     from pipeline.summarize.extractive import summarise_extractive
 
@@ -617,6 +617,24 @@ def test_outputs_leave_out_deletions_scratch_and_directories() -> None:
     f = derive_facts(s)
     assert f.output_files == ["docs/notes.md"]
     assert f.deleted_files == ["notes.txt", "old.py"]
+
+
+def test_a_scratch_folder_and_an_untracked_file_are_neither_outputs_nor_deletions() -> None:
+    """Staging copies in a folder named as scratch (``.deploy-tmp/``, ``tmp/``) are not the session's work, and
+    ``git rm --cached`` only stops tracking a file that stays on disk (the forwarder session untracks its key
+    file and a workflow it keeps)."""
+    s = session(
+        call("w1", "write", {"file_path": ".deploy-tmp/deploy.sh"}), result("w1", "ok"),
+        call("w2", "write", {"file_path": "build_tmp/x.json"}), result("w2", "ok"),
+        call("w3", "write", {"file_path": "src/tmp.py"}), result("w3", "ok"),
+        call("w4", "write", {"file_path": ".github/workflows/deploy.yml"}), result("w4", "ok"),
+        call("w5", "write", {"file_path": "src/templates/a.html"}), result("w5", "ok"),
+        call("c1", "terminal", {"command": "git rm --cached .github/workflows/deploy.yml && git rm -r --cached "
+                                           ".deploy-tmp && git rm stale.py"}),
+        result("c1", {"output": "", "exit_code": 0}))
+    f = derive_facts(s)
+    assert f.output_files == ["src/tmp.py", ".github/workflows/deploy.yml", "src/templates/a.html"]
+    assert f.deleted_files == ["stale.py"]
 
 
 def test_aider_and_unknown_edit_tools_count() -> None:

@@ -116,12 +116,17 @@ _LEFT_OVER = re.compile(
 _LOOKBACK = 120  # characters before a completion word where its negation or modal can sit
 _GAP = r"(?:[^\S\n]+(?!(?:and|but|so|then|or|all|everything|every|now)\b)[\w’'-]+)"
 _NEGATED = re.compile(r"(?:\b(?:not|never|no|nothing|none|yet to|without|failed to|unable to|cannot)\b|n[’']t\b"
-                      r"|未|没有|没|尚未)" + _GAP + r"{0,3}[^\S\n]*$", re.I)
+                      r"|未|没有|没|尚未)" + _GAP + r"{0,3}[^\S\n]*$"
+                      # Chinese has no spaces to count words by: a few characters ("不是正常完成", "还没有全部完成")
+                      r"|(?:不是|并非|还没|未能|没能)[^\s。！？，,；;]{0,4}$", re.I)
 _PENDING = re.compile(
     r"(?:\b(?:once|until|till|unless|wait(?:ing)? for)" + _GAP + r"{0,4}"
     r"|\b(?:will|would|should|could|can|must|may|might|needs? to|ha(?:s|ve) to|going to|wants? to|trying to"
     r"|plan(?:s|ning)? to|still to|to be)(?:[^\S\n]+(?:not|also|then|still|first|be|get|have|been|fully|properly))*"
-    r")[^\S\n]+$", re.I)
+    r")[^\S\n]+$"
+    # 会/将/要/可以/就能 完成, and a time a step will take ("注册一个（免费，1分钟搞定）", "5 分钟就能完成"): a promise
+    r"|(?:(?<![机一学])会|将|(?<![主重只])要|需要|可以|才能|就能|即可|能够)[^\s。！？，,；;]{0,2}$"
+    r"|(?:\d+|[一二两三四五六七八九十几半])[^\S\n]*(?:秒|分钟|分|小时|天)(?:内|左右)?(?:就|就能|即可|可以)?[^\S\n]*$", re.I)
 # A reply that reports a problem still there, beside whatever it claims: "but I'm encountering an
 # issue", "the template was created but no tokens were detected", "the tool is not available", "which
 # is unusual". Warnings are not problems (a pipeline passes with approved warnings); a problem the same

@@ -272,6 +272,8 @@ def _file_ops(command: str, workdir: str | None) -> list[tuple[str, FileAction, 
         if not words:
             continue
         cmd, args = posixpath.basename(words[0]), words[1:]
+        if cmd == "git" and args[:1] == ["rm"] and "--cached" in args:
+            continue  # untracks: the file stays on disk, so it is neither deleted nor an output
         if cmd == "git" and args[:1] in (["mv"], ["rm"]):
             cmd, args = args[0], args[1:]
         if cmd in _SHELLS and args and args[0] in ("-c", "-lc", "-ec") and len(args) > 1:

@@ -96,15 +96,16 @@ _DECISION = re.compile(
     r"\b(?:decided to|decide to|we'?ll use|we will use|let'?s (?:use|go with|stick with|switch)|going with|"
     r"went with|chose|choose|chosen|picked|opted for|opting for|instead\b|rather than|switch(?:ed|ing)? to|"
     r"prefer(?:red|s)?\b|(?:don'?t|do not)\b[^.;]*,\s*use\b)"
-    r"|决定|改用|选择|采用|而不是|不用|换成|还是用|不要", re.I)
+    r"|决定|改用|选择|采用|采纳|而不是|不用|(?<!替)换成|还是用|不要", re.I)
 #: A recommendation is the decision of a review or an analysis ("I would not use three optional fields",
 #: "Best shape: `embedding_inputs`", "我建议改用…"). Only the extractive note adds these: the LLM's hints
 #: (``decision_candidates`` without ``recommendations``) are part of its recorded prompts.
 _RECOMMEND = re.compile(
     r"\bI(?:'d| would)(?: not| rather)? (?:use|avoid|keep|go with|recommend|pick|choose|prefer|model|make|split|move)\b"
-    r"|\bI (?:recommend|suggest)\b|\b(?:my )?recommendation(?: is)?\s*[:：]|\brecommended (?:approach|fix|option|shape|path)\b"
+    r"|\bI (?:recommend|suggest)\b|\b(?:my |our |final )?(?:recommendation|decision|verdict)(?: is)?\s*[:：]|\brecommended (?:approach|fix|option|shape|path)\b"
     r"|\b(?:best|safest|simplest) (?:option|approach|shape|fix|choice|path)\s*(?:is\b|[:：])"
-    r"|我(?:建议|建議|推荐|推薦|倾向|傾向)|建议(?:用|使用|采用|改|把|将)|最好(?:用|使用|改用)", re.I)
+    r"|我(?:建议|建議|推荐|推薦|倾向|傾向)|建议(?:用|使用|采用|改|把|将)|最好(?:用|使用|改用)"
+    r"|(?:最终|最后)的?(?:推荐|决定|方案|选择)", re.I)
 #: Choice words in the other languages sessions are held in (Portuguese, Spanish, French, German, Russian): the
 #: note quotes the session, so its decisions are found in the session's own words.
 _DECISION_OTHER = re.compile(
@@ -141,9 +142,9 @@ _REJECTED = (
     re.compile(r"\bswitch(?:ed|ing)? from\s+([^,.;:!?()]+?)\s+to\b", re.I),
     re.compile(r"\b(?:em vez de|ao inv[ée]s de|en (?:lugar|vez) de|au lieu de)\s+([^,.;:!?()]+)", re.I),
     re.compile(r"(?<![А-Яа-яЁё])вместо\s+([^,.;:!?()]+)", re.I),
-    re.compile(r"而不是(?:用|使用)?([^，。；,.;！？]+)"),
-    re.compile(r"(?:不用|不要)(?:再)?(?:用|使用)?([^，。；,.;！？]+)"),
-    re.compile(r"把([^，。；,.;！？]+?)(?:换成|改成)"),
+    re.compile(r"而不是(?:用|使用)?([^，。；：,.;:！？()（）]+)"),
+    re.compile(r"(?:不用|不要)(?:再)?(?:用|使用)?([^，。；：,.;:！？()（）]+)"),
+    re.compile(r"把([^，。；：,.;:！？()（）]+?)(?:替换成|替换为|换成|改成)"),
 )
 _OPTION_END = re.compile(r"\s+(?:because|since|so|for|as|which|when|if)\b|因为|由于", re.I)
 _RATIONALE = re.compile(r"\b(?:because|since|so that|as it)\b\s*(.+)$|(?:因为|由于)(.+)$", re.I)
@@ -160,15 +161,24 @@ _MARKUP = re.compile(r"\*\*|(?<!\S)#{1,6}(?=\s)")
 #: extractive summary, which cannot, drops these.
 _TENTATIVE = re.compile(
     r"^(?:maybe|perhaps|possibly|alternatively|if\b|or\b|please\b|\|)|\b(?:let me know|would you like|you'?d (?:like|prefer)"
-    r"|tell me if|if you(?:'re| are) not sure|might|may need to|could try|i wonder)\b|^(?:也许|可能|或者|请)", re.I)
+    r"|tell me if|if you(?:'re| are) not sure|might|may need to|could try|i wonder)\b|^(?:也许|可能|或者|请|如果|假如|要是)", re.I)
 _LEAD_IN = re.compile(r"[:：]\W*$")
-_ADOPTED = re.compile(r"\b(?:decided|went with|switch(?:ed)? to|instead|rather than)\b|决定|改用|采用|换成|而不是", re.I)
+_ADOPTED = re.compile(r"\b(?:decided|went with|switch(?:ed)? to|instead|rather than)\b|决定|改用|采用|(?<!替)换成|而不是", re.I)
 
 
 # Choice words that choose nothing: a UI's "选择框"/"可选择" (a select box, selectable), "什么都不用管" (no need
-# to), "your chosen model" and "can choose from" (instructions), "switch gears" (an idiom).
+# to), "your chosen model" and "can choose from" (instructions), "switch gears" (an idiom). In Chinese also:
+# "要不要/是不是" (whether), "帮你决定/决定下一个…" (asking for a decision), "不用改/不要动了/不用额外花钱" (no need
+# to do a bare verb: an instruction, no option turned down), "不要有卡顿/不要误导我" and "如果不用…" (a
+# requirement, a complaint, a condition).
 _NOT_A_CHOICE = re.compile(
     r"选择[框器项性题]|可(?:以)?选择|(?:都|也|就)不用|\b(?:your|the|their|a) chosen\b"
+    r"|要不要|用不用|是不是|需不需要|(?:帮(?:我|你)|你来|由你|需要你)决定|决定(?:下一|一下|哪)"
+    r"|(?:不用|不要)(?:再)?(?:[\u3400-\u9fff]|担心|纠结|糾結|操心|理会|拖延|着急|在意|客气|麻烦)(?:了|它)?"
+    r"(?=[，。；、,.;！？!?）)*]|$)"
+    r"|不用额外|不要有|不[用要](?:我|你)|不要误导|(?:如果|假如|要是)不[用要]|[你您]的选择"
+    # how to click through a console ("不要勾任何东西", "不用一个个截"): a step for the user, no option declined
+    r"|(?:不用|不要)(?:再)?(?:一个个|一一)?(?:勾|填|点|截|按|拖|输入)"
     r"|\b(?:can|could|to|may|might|will|must|should|let [\w/]+) choose\b|\bchooses\b|\bchoose (?:from|between)\b"
     r"|\bswitch(?:ed|ing)? gears\b", re.I)
 # Not a sentence anyone decided in: a heading (also a bold line), a table row, or data (a JSON list of asks
@@ -199,10 +209,12 @@ def _firm(choice: str) -> bool:
 
 #: The most decisions a note lists; a long session has more candidates, so the firmest are kept.
 MAX_DECISIONS = 12
+#: ... from each of this many stretches of the session in turn (``_strongest``).
+SPREAD = 4
 # A choice that names its verb (decided, switched to, went with, 决定, 改用): firmer than one that only contrasts.
 _STRONG = re.compile(
     r"\b(?:decided|decide to|chose|opted|went with|going with|picked|switch(?:ed|ing)? to|we'?ll use|let'?s use"
-    r"|recommend\w*)\b|决定|改用|采用|换成|选用|建议|建議|推荐", re.I)
+    r"|recommend\w*)\b|决定|改用|采用|采纳|(?<!替)换成|选用|建议|建議|推荐", re.I)
 
 
 def _strongest(decisions: list[Decision], limit: int = MAX_DECISIONS) -> list[Decision]:
@@ -211,7 +223,15 @@ def _strongest(decisions: list[Decision], limit: int = MAX_DECISIONS) -> list[De
     if len(decisions) <= limit:
         return decisions
     score = {id(d): 2 * bool(_STRONG.search(d.choice)) + bool(d.rationale) + bool(d.rejected) for d in decisions}
-    keep = {id(d) for d in sorted(decisions, key=lambda d: -score[id(d)])[:limit]}
+    # A long session decides all along: each quarter of the candidates (in session order) gives its firmest in
+    # turn, so the choices made late (hosting, deployment) are not all cut for the early ones.
+    quarters = [sorted(decisions[i * len(decisions) // SPREAD:(i + 1) * len(decisions) // SPREAD],
+                       key=lambda d: -score[id(d)]) for i in range(SPREAD)]
+    keep: set[int] = set()
+    while len(keep) < limit:
+        for q in quarters:
+            if q and len(keep) < limit:
+                keep.add(id(q.pop(0)))
     return [d for d in decisions if id(d) in keep]
 
 
@@ -306,6 +326,26 @@ _MAY_CHOOSE = Screen([_DECISION])
 _MAY_CHOOSE_OR_RECOMMEND = Screen([_DECISION, _RECOMMEND, _DECISION_OTHER, _REASON])
 
 
+#: A heading (or a bold line) and the first line under it.
+_HEADING_THEN_LINE = re.compile(
+    r"^(?:#{1,6}[ \t]+(?P<h>[^\n]+)|\*\*(?P<b>[^*\n]+)\*\*[:：]?)[ \t]*\n(?:[ \t]*\n)?(?P<body>[^\s#|>`-][^\n]*)", re.M)
+#: A heading that only announces a choice ("## 我的最终推荐（…）", "## Decision", "**Recommended Shape**"): what was
+#: chosen is the line under it. A heading that states the choice itself ("用 AST 不用行数") is left alone.
+_ANNOUNCING = re.compile(r"(?:\b(?:decision|recommendation|verdict|recommended \w+|chosen \w+)|推荐|推薦|决定|決定|结论"
+                         r"|結論|建议|建議|选择|選擇)\W*$", re.I)
+_ASIDE = re.compile(r"[（(][^）)\n]*[）)]")
+
+
+def _headings_joined(text: str) -> str:
+    """``text`` with each announcing heading and the line under it as one sentence ("我的最终推荐：技术栈：方案 C …")."""
+    def join(m: re.Match[str]) -> str:
+        head = (m.group("h") or m.group("b")).strip().rstrip(":：* ")
+        if not _ANNOUNCING.search(_ASIDE.sub("", head).replace("*", "")):
+            return m.group(0)
+        return f"{head}：{_LIST_MARK.sub('', m.group('body').lstrip('*'))}"
+    return _HEADING_THEN_LINE.sub(join, text) if "\n" in text else text
+
+
 def decision_candidates(messages: Sequence[Message], *, recommendations: bool = False) -> list[Decision]:
     """Sentences with explicit choice language (English and Chinese), with rejected options and evidence.
 
@@ -330,7 +370,7 @@ def decision_candidates(messages: Sequence[Message], *, recommendations: bool = 
             continue
         if m.role == "assistant" and not may_choose(m.content):
             continue  # one scan of the reply instead of one per sentence: most replies choose nothing
-        for sentence in _sentences(_prose(m.content) if m.role == "user" else m.content):
+        for sentence in _sentences(_prose(m.content) if m.role == "user" else _headings_joined(m.content)):
             correction = m.role == "user" and _CORRECTION.match(sentence)
             if sentence.endswith(("?", "？")) or not (correction or chooses(sentence)):
                 continue
@@ -338,8 +378,11 @@ def decision_candidates(messages: Sequence[Message], *, recommendations: bool = 
             for pattern in _REJECTED:
                 for hit in pattern.finditer(sentence):
                     # "instead of X because ..." / "over X for the cache": the option ends at the reason
-                    option = _OPTION_END.split(hit.group(1), maxsplit=1)[0]
-                    option = _clip(option.strip(" `'\"的"), 80)
+                    option = _OPTION_END.split(hit.group(1), maxsplit=1)[0].replace("**", "")
+                    option = option.strip(" `'\"的")
+                    if option.count("`") % 2:  # cut inside a code span ("装 `claude-mem`"): no half a pair
+                        option = option.replace("`", "")
+                    option = _clip(option, 80)
                     if option and option not in rejected:
                         rejected.append(option)
             why = _RATIONALE.search(sentence)
@@ -532,6 +575,28 @@ def _notable_commands(msgs: list[Message], limit: int = 4) -> list[str]:
     return list(found)[-limit:]
 
 
+#: Words that point at a screenshot or at what was just said and name nothing ("这样了，看下", "是这样吗",
+#: "like this?"): an ask made only of them says what the phase was about no more than "ok" does.
+_POINTING = re.compile(r"这样|那样|这个|那个|这里|那里|看下|看看|看一下|现在|可以|是|的|吧|吗|呢|了|对|好|行|嗯|啊|呀"
+                       r"|\b(?:like|this|that|these|here|there|is|it|ok|okay|now|so|right|correct|yes|see|look)\b", re.I)
+_HEADING = re.compile(r"^#{1,6}\s+(.+)$", re.M)
+
+
+def _names_nothing(ask: str) -> bool:
+    return not _UNITS.search(_POINTING.sub(" ", ask))
+
+
+def _phase_title(asks: Sequence[str], segment: Sequence[Message]) -> str:
+    """The first ask that names something; when every ask only points ("这样了", "是这样吗": a user sending
+    screenshots), the first heading of the replies, which says what the step was; else the first ask."""
+    named = next((a for a in asks if not _names_nothing(a)), None)
+    if named is None:
+        heading = next((h for r in _replies(list(segment)) for h in _HEADING.findall(r.content)
+                        if not _names_nothing(_MARKUP.sub("", h))), None)
+        named = heading or asks[0]
+    return _title(named)
+
+
 def _phases(session: Session, chunks: Sequence[Chunk], lang: str, root: str | None) -> list[Phase]:
     labels = _LABELS.get(lang, _LABELS["en"])
     phases: list[Phase] = []
@@ -540,7 +605,7 @@ def _phases(session: Session, chunks: Sequence[Chunk], lang: str, root: str | No
             asks = list(dict.fromkeys(user_asks(segment, lang)))  # a repeated ask is listed once
             if not asks and not _replies(segment) and not any(m.tool_calls for m in segment):
                 continue
-            title = _title(asks[0]) if asks else labels["continued"]
+            title = _phase_title(asks, segment) if asks else labels["continued"]
             phases.append(Phase(title=title, asks=tuple(asks[:5]), done=_done_text(segment, root, lang),
                                 outcome=_phase_outcome(segment), generation=generation))
     return phases

@@ -2,7 +2,7 @@
 
 Python's ``re`` tries a big alternation at every position of a text, and most texts match none of
 them (most replies choose nothing). ``Screen`` compiles a *superset* of the patterns into one
-``re2.Set`` (a lazy DFA): word boundaries (``\\b``) and bracket lookarounds (``(?<![…])``, ``(?![…])``)
+``re2.Set`` (a lazy DFA): word boundaries (``\\b``) and lookarounds over one atom (``(?<![…])``, ``(?<!替)``)
 only narrow a match, so removing them can only widen it. ``may_match`` is a cheap "no" or a "maybe";
 the caller still runs its own ``re`` patterns on a maybe, so its answers do not change.
 
@@ -16,15 +16,16 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-#: What only narrows a match: ``\b``, ``\B`` and lookarounds over one bracket class.
-_NARROWING = re.compile(r"\\[bB]|\(\?<?[!=]\[(?:\\.|[^\]\\])*\]\)")
+#: What only narrows a match: ``\b``, ``\B`` and lookarounds over one atom (a bracket class, an escape or one
+#: literal character: ``(?<![…])``, ``(?<!替)``).
+_NARROWING = re.compile(r"\\[bB]|\(\?<?[!=](?:\[(?:\\.|[^\]\\])*\]|\\.|[^()\\|*+?{}\[\]])\)")
 _CLASS = re.compile(r"\[(?:\\.|[^\]\\])*\]")
 #: RE2's ``\s``, ``\w`` and ``\d`` are ASCII; Python's are Unicode. The wide pattern spells out Python's.
 _UNICODE = {r"\s": r"[\s\p{Z}\x{85}\x{0b}\x{1c}-\x{1f}]", r"\w": r"[\p{L}\p{N}_]", r"\d": r"\p{Nd}"}
 
 
 def widen(pattern: str, *, ignore_case: bool = False) -> str | None:
-    """``pattern`` with its word boundaries and bracket lookarounds removed and its shorthand classes made
+    """``pattern`` with its word boundaries and one-atom lookarounds removed and its shorthand classes made
     Unicode; None where the result could be narrower than ``pattern`` in RE2 (another lookaround, a
     backreference, a negated shorthand, a shorthand or ``\\b`` inside a bracket class)."""
     if any(re.search(r"\\[swdb]", c) for c in _CLASS.findall(pattern)):
