@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from evals.dataset import load_gold  # noqa: E402
 from evals.llm_adapter import ModelMeta  # noqa: E402
 from evals.stub_llm_server import StubServer  # noqa: E402
 from pipeline.llm.local import LocalServer  # noqa: E402
@@ -69,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("no --case given and no recorded cases found")
     log: dict[str, object] = {"recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
                               "machine": f"{os.cpu_count()} CPU, load {os.getloadavg()[0]:.1f}", "cases": {}}
+    # A test-part case is blind: recording it must not show its per-case row, only the totals line.
+    blind = {g.id for g in load_gold() if g.split == "test"}
     with LocalServer() as server, StubServer(port=args.port, upstream=server.api_base) as stub:
         log["runtime"], log["load_s"], log["threads"] = server.runtime_name, server.load_s, server.n_threads
         for case in cases:
@@ -76,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
             started = time.monotonic()
             cmd = [sys.executable, "-m", "evals", "--summarizer", "llm", "--model", MODEL, "--api-base",
                    stub.api_base, *(["--record-judge", "--judge-model", MODEL] if args.judge_only else ["--record"]),
-                   "--case", case, "--no-plot", "--out", str(ROOT / "evals" / "reports" / "record")]
+                   "--case", case, *(["--totals-only"] if case in blind else []), "--no-plot",
+                   "--out", str(ROOT / "evals" / "reports" / "record")]
             done = subprocess.run(cmd, cwd=ROOT, env=dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True"),
                                   capture_output=True, text=True)
             wall = round(time.monotonic() - started, 1)

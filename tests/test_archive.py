@@ -197,6 +197,18 @@ def test_index_is_incremental_and_never_an_error(home: Path) -> None:
     assert (stats.read, stats.removed) == (1, 1)
     hits = json.loads(ok(distill("search", "rhubarb", "--out", out, "--json", home=home)).stdout)["hits"]
     assert [h["note"]["id"] for h in hits] == [SID["branch"]]
+    # The FTS tables are filled by refresh itself (no triggers): after an edit and a deletion they hold
+    # exactly the rows' text, the old text of the edited note and the deleted note's are gone.
+    edited.write_text(edited.read_text(encoding="utf-8").replace("rhubarb-42", "quince-7"), encoding="utf-8")
+    index, _ = open_index(out)
+    try:
+        for table in ("notes_fts", "notes_fts_trigram"):
+            index.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
+            index.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")  # against content
+        assert index.query("SELECT count(*) AS n FROM notes_fts WHERE notes_fts MATCH 'rhubarb'")[0]["n"] == 0
+        assert index.query("SELECT count(*) AS n FROM notes_fts_trigram WHERE notes_fts_trigram MATCH 'quince'")[0]["n"] == 1
+    finally:
+        index.close()
 
     db = out / ".distill" / "archive" / "index.db"
     for suffix in ("-wal", "-shm"):
