@@ -161,7 +161,7 @@ _MARKUP = re.compile(r"\*\*|(?<!\S)#{1,6}(?=\s)")
 #: extractive summary, which cannot, drops these.
 _TENTATIVE = re.compile(
     r"^(?:maybe|perhaps|possibly|alternatively|if\b|or\b|please\b|\|)|\b(?:let me know|would you like|you'?d (?:like|prefer)"
-    r"|tell me if|if you(?:'re| are) not sure|might|may need to|could try|i wonder)\b|^(?:也许|可能|或者|请|如果|假如|要是)", re.I)
+    r"|tell me if|if you(?:'re| are) not sure|might|may need to|could try|i wonder)\b|^(?:\d{1,2}[.、]\s*)?(?:也许|可能|或者|请|如果|假如|要是|(?:你的)?意思是)", re.I)
 _LEAD_IN = re.compile(r"[:：]\W*$")
 _ADOPTED = re.compile(r"\b(?:decided|went with|switch(?:ed)? to|instead|rather than)\b|决定|改用|采用|(?<!替)换成|而不是", re.I)
 
