@@ -123,6 +123,7 @@ class Session(_Frozen):
     lineage: Lineage = Lineage()
     messages: tuple[Message, ...] = ()
     problems: tuple[str, ...] = Field((), description="Corrupt or odd data found while reading.")
+    transcript: str | None = Field(None, description="The transcript file it was read from (None for a state.db).")
 
 
 class Chunk(_Frozen):

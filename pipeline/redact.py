@@ -674,8 +674,11 @@ def _redacted_update(messages: tuple[Message, ...], field: str, text: str | None
 
 
 def redact_session(s: Session) -> Session:
-    """Redact every message and the title. ``cwd`` and other paths are left as they are."""
+    """Redact every message, the title and the transcript's file name (a name can hold a token).
+    ``cwd`` and other paths are left as they are."""
     update = _redacted_update(s.messages, "title", s.title)
+    if s.transcript and (where := redact(s.transcript)) != s.transcript:
+        update = {**(update or {}), "transcript": where}
     return s.model_copy(update=update) if update else s
 
 

@@ -407,3 +407,24 @@ def test_codex_unknown_items_are_counted_not_fatal(tmp_path: Path) -> None:
     assert carriers(s) == 1 and s.messages[0].compacted and s.messages[1].is_carrier
     assert s.messages[-1].tool_calls[0].arguments == {"input": lines[-1]["payload"]["input"]}
     assert any("hologram" in p for p in s.problems) and any("without output" in p for p in s.problems)
+
+
+def test_a_note_from_a_transcript_names_its_file_and_leaves_unrecorded_tokens_unknown(tmp_path: Path) -> None:
+    """Issue 15, class 6 and 7: a note read from a file says which file (redacted like the text: a name can
+    hold a token), and an export that records no token counts gives ``null`` tokens, not 0."""
+    import frontmatter
+
+    from tests.shell import run_distill, session_notes
+
+    token = "ghp_4Tq9Lm2Xv8Rb6Nc1Zs7Kd3Wf5Hj0Gp9Ya2Ue"
+    src = tmp_path / token / "export.md"  # a folder named by a pasted token
+    src.parent.mkdir()
+    src.write_bytes(corpus_file("specstory/download-manager-analysis-doc-writing-zh.md").read_bytes())
+    out = tmp_path / "notes"
+    done = run_distill(str(src), "--summarizer", "extractive", "--out", str(out), home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    [note] = session_notes(out)
+    fm = frontmatter.load(note)
+    assert fm["transcript"] == str(src.resolve()).replace(token, "[REDACTED:GITHUB_TOKEN]")
+    assert token not in note.read_text(encoding="utf-8")
+    assert fm["input_tokens"] is None and fm["output_tokens"] is None and fm["cost_usd"] is None

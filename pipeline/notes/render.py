@@ -38,7 +38,7 @@ GENERATED_KEYS: frozenset[str] = frozenset(
     {
         "type", "id", "title", "aliases", "date", "source", "model", "provider", "started_at",
         "ended_at", "message_count", "input_tokens", "output_tokens", "cost_usd", "parent_session",
-        "tags", "projects", "cwd", "git_branch", "generations", "output_files", "deleted_files", "end_state", "end_evidence",
+        "tags", "projects", "cwd", "git_branch", "transcript", "generations", "output_files", "deleted_files", "end_state", "end_evidence",
         "language", "distill_version", "content_hash", "distilled_at", "summarizer", "skills",
         # Life-cycle keys (pipeline/archive): content version, what distill derived for the lists a person
         # may edit (see ``notes.store.merge_managed``), and the related notes the run links.
@@ -304,13 +304,16 @@ def render_note(
         "started_at": iso(session.started_at),
         "ended_at": iso(session.ended_at),
         "message_count": facts.message_count or len(session.messages),
-        "input_tokens": facts.input_tokens or session.input_tokens,
-        "output_tokens": facts.output_tokens or session.output_tokens,
+        # A session with replies used tokens: 0 means the source records none (a SpecStory or aider export), and
+        # unknown is null, not zero (as ``cost_usd``).
+        "input_tokens": facts.input_tokens or session.input_tokens or None,
+        "output_tokens": facts.output_tokens or session.output_tokens or None,
         "cost_usd": facts.cost_usd if facts.cost_usd is not None else session.cost_usd,
         "parent_session": link(lineage.parent) if lineage.parent else None,
         "projects": list(summary.projects),
         "cwd": session.cwd,
         "git_branch": session.git_branch,
+        **({"transcript": session.transcript} if session.transcript else {}),
         "generations": facts.generations,
         "output_files": output_files,
         **({"deleted_files": facts.deleted_files} if facts.deleted_files else {}),

@@ -129,13 +129,20 @@ def read_sessions(path: Path, fmt: str | None = None) -> Iterator[Session]:
             if wanted and detected != wanted:
                 continue
             found += 1
-            yield from _reader(detected)(file)
+            yield from _from(file, detected)
         if not found:
             raise InputError(f"{path}: no {wanted or 'session'} files found in this directory; {_HINT}")
         return
     if not path.exists():
         raise InputError(f"{path}: no such file or directory; check the path")
-    yield from _reader(wanted or detect_format(path))(path)
+    yield from _from(path, wanted or detect_format(path))
+
+
+def _from(file: Path, fmt: str) -> Iterator[Session]:
+    """The file's sessions, each saying which file it came from (the note's ``transcript``)."""
+    where = str(file.resolve())
+    for session in _reader(fmt)(file):
+        yield session.model_copy(update={"transcript": where})
 
 
 def _reader(fmt: str) -> Callable[[Path], Iterator[Session]]:
