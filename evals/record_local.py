@@ -70,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("no --case given and no recorded cases found")
     log: dict[str, object] = {"recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
                               "machine": f"{os.cpu_count()} CPU, load {os.getloadavg()[0]:.1f}", "cases": {}}
+    previous = json.loads(LOG.read_text(encoding="utf-8")) if args.case and LOG.exists() else None
     # A test-part case is blind: recording it must not show its per-case row, only the totals line.
     blind = {g.id for g in load_gold() if g.split == "test"}
     with LocalServer() as server, StubServer(port=args.port, upstream=server.api_base) as stub:
@@ -89,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
             if done.returncode:
                 print(done.stdout[-2000:], done.stderr[-2000:], file=sys.stderr)
             LOG.parent.mkdir(parents=True, exist_ok=True)
-            LOG.write_text(json.dumps(log, indent=2) + "\n", encoding="utf-8")
+            # Re-recording a few cases adds to the log; the calls of every other case stay measured.
+            kept = {**previous, "rerecorded": [*previous.get("rerecorded", []), log]} if previous else log
+            LOG.write_text(json.dumps(kept, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return 0
 
 
