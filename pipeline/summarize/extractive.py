@@ -172,7 +172,7 @@ _ADOPTED = re.compile(r"\b(?:decided|went with|switch(?:ed)? to|instead|rather t
 # to do a bare verb: an instruction, no option turned down), "不要有卡顿/不要误导我" and "如果不用…" (a
 # requirement, a complaint, a condition).
 _NOT_A_CHOICE = re.compile(
-    r"选择[框器项性题]|可(?:以)?选择|(?:都|也|就)不用|\b(?:your|the|their|a) chosen\b"
+    r"选择(?:[框器项性题栏]|过渡|效果|按钮|面板|列表|功能|组件|弹窗|逻辑|界面)|可(?:以)?选择|(?:都|也|就)不用|\b(?:your|the|their|a) chosen\b"
     r"|要不要|用不用|是不是|需不需要|(?:帮(?:我|你)|你来|由你|需要你)决定|决定(?:下一|一下|哪)"
     r"|(?:不用|不要)(?:再)?(?:[\u3400-\u9fff]|担心|纠结|糾結|操心|理会|拖延|着急|在意|客气|麻烦)(?:了|它)?"
     r"(?=[，。；、,.;！？!?）)*]|$)"
