@@ -11,6 +11,7 @@ from __future__ import annotations
 import posixpath
 import re
 from datetime import datetime
+from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
@@ -199,8 +200,10 @@ _SCRATCH = re.compile(
     r"|[\\/]$", re.I)
 
 
+@lru_cache(maxsize=4096)
 def is_scratch(path: str) -> bool:
     """A temp file, a cache or build-scratch path, or a directory (a trailing slash)."""
+    # Cached: facts, phases and the note each ask it of the same few paths of a session.
     return bool(_SCRATCH.search(path))
 
 

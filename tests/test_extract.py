@@ -12,7 +12,7 @@ import pytest
 
 from pipeline.errors import InputError, NotAHermesDatabase, SessionNotFound
 from pipeline.models import Message
-from pipeline.read.decode import decode_row, split_carrier
+from pipeline.read.decode import MAX_JSON_DEPTH, decode_row, split_carrier, too_deep
 from pipeline.read.hermes import HermesDB, read_sessions, strip_harness, with_retry
 
 HERMES = Path(__file__).resolve().parent.parent / "fixtures" / "hermes"
@@ -205,3 +205,15 @@ def test_preloaded_message_stats_give_the_same_fingerprints(db_path: Path) -> No
         bulk.preload_message_stats()
         assert {sid: fingerprint(bulk, sid) for sid in bulk.logical_ids()} == expected
     assert len(expected) >= 5
+
+
+@pytest.mark.parametrize("depth", [1, 2, MAX_JSON_DEPTH - 1, MAX_JSON_DEPTH, MAX_JSON_DEPTH + 1, MAX_JSON_DEPTH + 5])
+@pytest.mark.parametrize("leaf", ["1", "[]", "{}", '"[{["'])
+def test_the_bracket_count_shortcut_agrees_with_the_walk(depth: int, leaf: str) -> None:
+    # ``too_deep(text=...)`` answers "not too deep" from the bracket count alone; it must never say so
+    # where the walk over the parsed value says too deep (brackets inside strings only add to the count).
+    for opening, closing in (("[", "]"), ('{"k":', "}")):
+        raw = opening * depth + leaf + closing * depth
+        value = json.loads(raw)
+        assert too_deep(value, text=raw) == too_deep(value), raw[:40]
+        assert too_deep(value, text=raw.encode()) == too_deep(value)

@@ -25,7 +25,7 @@ LAYERS: dict[str, int] = {
     "run": 6,
     "cli": 7,
 }
-CONTRACTS = {"models", "errors", "config", "atomic", "resources", "__init__", "__main__"}
+CONTRACTS = {"models", "errors", "config", "atomic", "resources", "screen", "__init__", "__main__"}
 #: Entry points that must sit at the package root and hand straight over, lazily, to the layer that
 #: does the work: Hermes loads a directory plugin by calling ``pipeline.register``.
 ENTRY_SHIMS = {("pipeline", "pipeline.hermes.plugin")}

@@ -12,8 +12,8 @@ import re
 
 import pytest
 
+from pipeline.screen import Screen, widen
 from pipeline.summarize import extractive
-from pipeline.summarize.screen import Screen, widen
 from tests.corpus import CORPUS, require_corpus
 
 PATTERNS = [extractive._DECISION, extractive._RECOMMEND, extractive._DECISION_OTHER, extractive._REASON]
@@ -88,3 +88,41 @@ def test_a_bracket_first_in_a_class_is_a_literal_when_folding() -> None:
     pytest.importorskip("re2")
     pattern = re.compile(r"[^]i]x", re.I)  # "]" is the class's first member, not its end
     assert pattern.search("ax") and Screen([pattern]).may_match("ax")
+
+
+def test_each_pattern_keeps_its_own_flags() -> None:
+    pytest.importorskip("re2")
+    # A multiline anchor read as RE2's start of text, a dot that must cross lines, and an re.I pattern beside
+    # a case-sensitive one would each be narrower than the pattern (the first two said no here before).
+    screen = Screen([re.compile(r"^Removed\b", re.M), re.compile(r"a.b", re.S), re.compile("chose", re.I)])
+    assert screen.active
+    for text in ("intro\nRemoved the flag", "a\nb", "We CHOSE it"):
+        assert screen.may_match(text), text
+    assert not screen.may_match("removed the flag; ab")
+    assert not Screen([re.compile("x", re.X)]).active  # a flag it cannot carry over: off, never narrower
+
+
+def test_the_log_line_screen_holds_every_log_line_of_the_shared_transcripts() -> None:
+    require_corpus()
+    pytest.importorskip("re2")
+    from pipeline.facts import lang
+
+    assert lang._MAY_LOG.active
+    lines = [ln for path in sorted(p for p in CORPUS.rglob("*") if p.is_file())
+             for ln in path.read_text("utf-8", errors="replace").splitlines()]
+    logs = [ln for ln in lines if lang._LOGLINE.match(ln)]
+    assert len(logs) > 1000  # the corpus has pasted logs to check against
+    assert [ln for ln in logs if not lang._MAY_LOG.may_match(ln)] == []
+    assert sum(1 for ln in lines if not lang._MAY_LOG.may_match(ln)) > len(lines) // 2  # and it says no often
+
+
+def test_the_completion_and_failure_screens_hold_every_reply_of_the_shared_transcripts() -> None:
+    require_corpus()
+    pytest.importorskip("re2")
+    from pipeline.facts import endstate
+
+    assert endstate._MAY_BE_DONE.active and endstate._MAY_HAVE_FAILED.active
+    texts = [part for path in sorted(p for p in CORPUS.rglob("*") if p.is_file())
+             for part in re.split(r"\n\s*\n|\\n\\n", path.read_text("utf-8", errors="replace")) if part.strip()]
+    for pattern, screen in ((endstate._DONE, endstate._MAY_BE_DONE), (endstate._FAILED, endstate._MAY_HAVE_FAILED)):
+        assert [t for t in texts if pattern.search(t) and not screen.may_match(t)] == []

@@ -56,6 +56,7 @@ from pipeline.facts.turns import (
     harness_error,
 )
 from pipeline.models import EndState, Facts, Message, Session
+from pipeline.screen import Screen
 
 _DONE = re.compile(
     r"\b(?:done|fixed|resolved|completed?|implemented|added|created|updated|committed|pushed|merged|"
@@ -67,7 +68,7 @@ _DONE = re.compile(
     r"|terminé|corrigée?s?|résolue?s?|erledigt|behoben|gelöst)\b", re.I)
 _FAILED = re.compile(
     r"\b(?:still (?:fail\w*|broken|errors?|crash\w*)|couldn'?t|could not|can'?t|cannot|unable to|failed to|"
-    r"not able to|doesn'?t work|blocked|(?:hit|reached) (?:the|my|a) (?:[\w-]+ ){0,2}limit"
+    r"not able to|doesn'?t work|blocked|(?:hit|reached) (?:the|my|a) (?:(?:\w|-)+ ){0,2}limit"
     r"|ran out of (?:time|budget|iterations|attempts|turns|tokens))\b|无法|失败|仍然报错|还是报错|没能"
     r"|\b(?:não (?:consegui|foi possível)|falhou|no (?:pude|fue posible)|falló|n'ai pas pu|échoué|konnte nicht"
     r"|fehlgeschlagen)\b", re.I)
@@ -180,23 +181,33 @@ def _tool_signal(messages: Sequence[Message]) -> tuple[bool, bool]:
     return last_ok >= 0 or last_err >= 0, last_err > last_ok
 
 
+#: One RE2 pass says no for most texts before ``_DONE`` or ``_FAILED`` scans them (both are asked of every
+#: reply of every phase); a maybe still goes through the ``re`` pattern, so no answer changes.
+_MAY_BE_DONE = Screen([_DONE])
+_MAY_HAVE_FAILED = Screen([_FAILED])
+
+
 def _says_failed(text: str) -> bool:
     """Failure wording outside conditionals: "If anything still fails, tell me" offers help, it reports nothing."""
-    if not _FAILED.search(text):
+    if not _MAY_HAVE_FAILED.may_match(text) or not _FAILED.search(text):
         return False
     return any(_FAILED.search(s) and not _IF.match(s) for s in _sentences(text))
+
+
+def _done_word(text: str) -> bool:
+    return _MAY_BE_DONE.may_match(text) and _DONE.search(text) is not None
 
 
 def _mentions_done(text: str) -> bool:
     """A completion word anywhere, code included, and no failure wording: the loose signal that a reply
     closed a topic (where the extractive summary cuts phases), not a claim that the work succeeded."""
-    return bool(_DONE.search(text)) and not _says_failed(text)
+    return _done_word(text) and not _says_failed(text)
 
 
 def _claims_done(text: str) -> bool:
     """Some sentence states the work done: a completion word that is neither negated nor pending, in a
     sentence that is no conditional and no question, in a reply with no failure wording."""
-    if not _DONE.search(text) or _says_failed(text):
+    if not _done_word(text) or _says_failed(text):
         return False
     for s in _sentences(_prose(text)):
         if _IF.match(s) or s.endswith(("?", "？")):

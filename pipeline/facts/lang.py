@@ -27,6 +27,8 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from pipeline.screen import Screen
+
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
 _INLINE_CODE = re.compile(r"`[^`\n]*`")
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.I)
@@ -45,6 +47,14 @@ _LOGLINE = re.compile(
     r"|FATAL)\b[:\s]|\d{4}-\d\d-\d\d[ T]\d|\d\d:\d\d:\d\d|at [\w.$<>]+\(|Caused by:|Traceback \(|File \""
     r"|[A-Za-z]:\\|PS [A-Za-z]:|\$ |>>> |[\w.]*(?:Error|Exception)(?::|\s*$)|npm (?:ERR|WARN)|E\s{2,})"
 )
+
+_BLANK_LINE = re.compile(r"\n[ \t]*\n")
+#: Something every ``_LOGLINE`` match contains, found anywhere in a text (its anchors and narrowing parts left
+#: out: ``splitlines`` ends lines at more characters than RE2's multiline anchors know). A superset, checked
+#: line by line on the shared transcripts (tests/test_screen.py): a "no" means no line is a log line.
+_MAY_LOG = Screen([re.compile(
+    r"INFO|WARN|ERROR|DEBUG|TRACE|FATAL|SEVERE|NOTICE|\d{4}-\d\d-\d\d[ T]\d|\d\d:\d\d:\d\d|at [^(]+\(|Caused by:"
+    r"|Traceback \(|File \"|[A-Za-z]:\\|PS [A-Za-z]:|\$ |>>> |Error|Exception|npm (?:ERR|WARN)|E\s{2,}")])
 
 _NON_LATIN = re.compile(r"[\u0370-\u03ff\u0400-\u04ff\u0590-\u06ff\u0900-\u097f\u0e00-\u0e7f\u3040-\u30ff"
                         r"\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
@@ -113,8 +123,11 @@ def _unpasted(text: str) -> str:
     no pattern recognises; they sit among log lines, while a line the person typed in Chinese or
     Russian next to the paste keeps its script and stays.
     """
+    blocks = _BLANK_LINE.split(text)
+    if not _MAY_LOG.may_match(text):  # no line is a log line: every line the person wrote stays
+        return "\n".join(ln for block in blocks for ln in block.splitlines() if ln.strip())
     kept: list[str] = []
-    for block in re.split(r"\n[ \t]*\n", text):
+    for block in blocks:
         lines = [ln for ln in block.splitlines() if ln.strip()]
         logs = sum(1 for ln in lines if _LOGLINE.match(ln))
         pasted = logs and logs * 2 >= len(lines)
@@ -123,10 +136,14 @@ def _unpasted(text: str) -> str:
 
 
 def _prose(text: str) -> str:
-    text = _unpasted(_FENCE.sub(" ", text))
-    text = _INLINE_CODE.sub(" ", text)
-    text = _URL.sub(" ", text)
-    text = _WIN_PATH.sub(" ", text)
+    # Each pattern needs its literal (a backtick, "://", a backslash): a text without it skips that scan.
+    text = _unpasted(_FENCE.sub(" ", text) if "```" in text else text)
+    if "`" in text:
+        text = _INLINE_CODE.sub(" ", text)
+    if "://" in text:
+        text = _URL.sub(" ", text)
+    if "\\" in text:
+        text = _WIN_PATH.sub(" ", text)
     return _PATHISH.sub(" ", text)
 
 

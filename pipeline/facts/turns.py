@@ -72,15 +72,19 @@ def _live(messages: Sequence[Message]) -> list[Message]:
     return [m for m in messages if not m.is_carrier and not m.content.lstrip().startswith(_HARNESS)]
 
 
+#: A letter (of any script). Compiled once: ``_prose`` asks it of every line of every message.
+_LETTER = re.compile(r"[^\W\d_]")
+
+
 def _prose(text: str) -> str:
     """The typed part of a message: fences, log/trace/code lines and blank lines dropped."""
     lines = [ln.strip() for ln in _FENCE.sub("\n", text).splitlines()]
-    return "\n".join(ln for ln in lines if ln and not _LOGLINE.match(ln) and re.search(r"[^\W\d_]", ln))
+    return "\n".join(ln for ln in lines if ln and not _LOGLINE.match(ln) and _LETTER.search(ln))
 
 
 def _has_prose(text: str) -> bool:
     """``bool(_prose(text))`` without building it: stops at the first prose line."""
-    return any(ln and not _LOGLINE.match(ln) and re.search(r"[^\W\d_]", ln)
+    return any(ln and not _LOGLINE.match(ln) and _LETTER.search(ln)
                for ln in (raw.strip() for raw in _FENCE.sub("\n", text).splitlines()))
 
 
@@ -149,8 +153,11 @@ def _text_kind(text: str) -> str | None:
     return "ask" if _has_prose(text) else None
 
 
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])|\n+")
+
+
 def _sentences(text: str) -> list[str]:
-    parts = re.split(r"(?<=[.!?])\s+|(?<=[。！？；])|\n+", _FENCE.sub("\n", text))
+    parts = _SENTENCE_BREAK.split(_FENCE.sub("\n", text))
     return [p.strip().lstrip("-*• ").strip() for p in parts if p and p.strip().lstrip("-*• ").strip()]
 
 
@@ -159,8 +166,13 @@ def _replies(messages: Sequence[Message]) -> list[Message]:
 
 
 def _has(text: str, phrases: Sequence[str]) -> bool:
-    return any(re.search(rf"(?<![^\W\d_]){re.escape(p)}(?![^\W\d_])" if p.isascii() else re.escape(p), text)
-               for p in phrases)
+    return any(_phrase(p).search(text) for p in phrases)
+
+
+@lru_cache(maxsize=256)
+def _phrase(p: str) -> re.Pattern[str]:
+    """An ASCII phrase as a whole word ("ok" is not in "token"); other scripts have no word gaps to check."""
+    return re.compile(rf"(?<![^\W\d_]){re.escape(p)}(?![^\W\d_])" if p.isascii() else re.escape(p))
 
 
 def _ack_role(msgs: Sequence[Message], i: int) -> str:

@@ -39,8 +39,15 @@ def load_json(raw: Any, default: Any = None) -> Any:
         return default
 
 
-def too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
-    """Whether a parsed JSON value nests deeper than ``limit`` (checked without recursion)."""
+def too_deep(value: Any, limit: int = MAX_JSON_DEPTH, *, text: str | bytes | None = None) -> bool:
+    """Whether a parsed JSON value nests deeper than ``limit`` (checked without recursion).
+
+    With the JSON ``text`` it was parsed from, a text with fewer than ``limit`` brackets answers at once:
+    ``limit`` levels need ``limit`` opening brackets (and most tool arguments have a handful).
+    """
+    if isinstance(text, str | bytes) and text.count("[" if isinstance(text, str) else b"[") + text.count(
+            "{" if isinstance(text, str) else b"{") < limit:
+        return False
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
@@ -74,8 +81,9 @@ def content_text(raw: Any, problems: list[str], where: str) -> tuple[str, int]:
         return parts_text(raw)
     text = str(raw)
     if text.startswith(CONTENT_JSON_PREFIXES):
-        parts = load_json(text[len(CONTENT_JSON_PREFIXES[0]) :], _BAD_JSON)
-        if parts is not _BAD_JSON and not too_deep(parts):
+        raw_parts = text[len(CONTENT_JSON_PREFIXES[0]) :]
+        parts = load_json(raw_parts, _BAD_JSON)
+        if parts is not _BAD_JSON and not too_deep(parts, text=raw_parts):
             return parts_text(parts)
         problems.append(f"{where}: structured content is not valid JSON; kept as text")
         text = text[len(CONTENT_JSON_PREFIXES[0]) :]
@@ -120,7 +128,7 @@ def tool_calls(raw: Any, problems: list[str], where: str) -> tuple[ToolCall, ...
     value = raw
     if isinstance(raw, str | bytes):
         value = load_json(raw, _BAD_JSON)
-        if value is _BAD_JSON or too_deep(value, MAX_JSON_DEPTH + 4):
+        if value is _BAD_JSON or too_deep(value, MAX_JSON_DEPTH + 4, text=raw):
             problems.append(f"{where}: tool_calls is not valid JSON; calls dropped")
             return ()
     if isinstance(value, dict):
@@ -149,7 +157,7 @@ def parse_args(raw: Any) -> dict[str, Any] | str:
         return raw if not too_deep(raw) else json.dumps(raw)[:100_000]
     if isinstance(raw, str):
         value = load_json(raw, raw)
-        return value if isinstance(value, dict) and not too_deep(value) else raw
+        return value if isinstance(value, dict) and not too_deep(value, text=raw) else raw
     return str(raw)
 
 

@@ -57,7 +57,7 @@ from pipeline.models import (
     SessionSummary,
     is_scratch,
 )
-from pipeline.summarize.screen import Screen
+from pipeline.screen import Screen
 
 MAX_ASK = 300
 MAX_PHASE_SPLITS = 6
@@ -352,12 +352,11 @@ def decision_candidates(messages: Sequence[Message], *, recommendations: bool = 
     With ``recommendations``, a review's recommendations count as well (``_RECOMMEND``).
     """
     out: dict[str, Decision] = {}
-
-    def chooses(text: str) -> bool:
-        return bool(_DECISION.search(text) or (recommendations and (
-            _RECOMMEND.search(text) or _DECISION_OTHER.search(text) or _reasoned(text))))
-
     screen = _MAY_CHOOSE_OR_RECOMMEND if recommendations else _MAY_CHOOSE
+
+    def chooses(text: str) -> bool:  # one sentence of a reply that may choose: screened again, on its own
+        return screen.may_match(text) and bool(_DECISION.search(text) or (recommendations and (
+            _RECOMMEND.search(text) or _DECISION_OTHER.search(text) or _reasoned(text))))
 
     def may_choose(text: str) -> bool:  # the whole reply: any sentence of it may be the reasoned one
         if not screen.may_match(text):

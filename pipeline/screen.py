@@ -65,10 +65,10 @@ def _fold_i(pattern: str) -> str:
 
 
 class Screen:
-    """One RE2 pass over a text for several ``re`` patterns (compiled with ``re.I`` or not, all alike)."""
+    """One RE2 pass over a text for several ``re`` patterns (each with its own ``re.I``, ``re.M``, ``re.S``)."""
 
     def __init__(self, patterns: Sequence[re.Pattern[str]]) -> None:
-        self._set = _compile([p.pattern for p in patterns], all(p.flags & re.I for p in patterns))
+        self._set = _compile(patterns)
 
     def may_match(self, text: str) -> bool:
         """False only when no pattern can match ``text``."""
@@ -79,16 +79,27 @@ class Screen:
         return self._set is not None
 
 
-def _compile(patterns: Sequence[str], ignore_case: bool) -> Any:
+#: ``re`` flags and the inline group that gives RE2 the same meaning. Any other flag (``re.X``, ``re.A``)
+#: turns the screen off.
+_FLAGS = ((re.I, "i"), (re.M, "m"), (re.S, "s"))
+_KNOWN_FLAGS = re.I | re.M | re.S | re.U
+
+
+def _compile(patterns: Sequence[re.Pattern[str]]) -> Any:
     try:
         import re2
     except ImportError:
         return None
-    wide = [widen(p, ignore_case=ignore_case) for p in patterns]
+    if any(p.flags & ~_KNOWN_FLAGS for p in patterns):
+        return None
+    wide = [widen(p.pattern, ignore_case=bool(p.flags & re.I)) for p in patterns]
     if any(w is None for w in wide):
         return None
+    # Each pattern keeps its own flags as an inline group: a multiline ``^`` read as RE2's start of text, or a
+    # case-sensitive RE2 reading an ``re.I`` pattern, would be narrower than the pattern.
+    wide = [(f"(?{inline})" if (inline := "".join(c for f, c in _FLAGS if p.flags & f)) else "") + w
+            for p, w in zip(patterns, wide, strict=True)]
     options = re2.Options()
-    options.case_sensitive = not ignore_case
     options.max_mem = 32 << 20
     screen = re2.Set.SearchSet(options)
     try:
