@@ -7,6 +7,7 @@ gives, leave nothing in the git dir but git's own files, and keep the repository
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -56,3 +57,21 @@ def test_a_commit_stores_every_file_as_git_itself_would(tmp_path: Path, n: int) 
     assert _git(tmp_path, "show", f"HEAD:{first}") == "changed"
     assert _git(tmp_path, "rev-parse", "HEAD^") == commit and again == _git(tmp_path, "rev-parse", "HEAD")
     assert "empty.md" not in _git(tmp_path, "ls-tree", "-r", "--name-only", "HEAD").splitlines()
+
+
+def test_a_stream_git_refuses_is_an_error_naming_git_and_leaves_no_process(tmp_path: Path) -> None:
+    from pipeline.archive.errors import GitError
+    from pipeline.archive.git import _git_fed
+
+    Repo.init(tmp_path)
+    # git stops reading at the bad command; the rest of a large input must not hang on a full pipe
+    with pytest.raises(GitError, match="git fast-import failed"):
+        _git_fed(tmp_path, ("fast-import", "--quiet"), [b"no such command\n", b"x" * 8_000_000])
+    assert [p for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == os.getpid()] == []
+
+
+def _parent(proc: Path) -> int | None:
+    try:
+        return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None

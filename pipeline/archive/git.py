@@ -18,9 +18,11 @@ resets or rewrites history.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import subprocess
-from collections.abc import Iterable, Mapping
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -72,6 +74,36 @@ def _git(cwd: Path, *args: str, input: bytes | None = None, env: Mapping[str, st
         msg = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         raise GitError(f"git {args[0]} failed in {cwd}: {msg[-1] if msg else proc.returncode}")
     return proc
+
+
+def _git_fed(cwd: Path, args: Sequence[str], chunks: Iterable[bytes]) -> None:
+    """``_git`` for an input written piece by piece (its output is dropped). The child never outlives
+    this call: on a timeout or any error it is killed and reaped."""
+    cmd = ["git", *(a for c in _CONFIG for a in ("-c", c)), *args]
+    with tempfile.TemporaryFile() as err:  # a file, not a pipe: git cannot block on a full stderr pipe
+        try:
+            proc = subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err,
+                                    env=_env())
+        except FileNotFoundError as exc:
+            raise GitError("the git binary is not installed; install git, or pass --no-git to keep no versions") from exc
+        try:
+            assert proc.stdin is not None
+            with contextlib.suppress(BrokenPipeError):  # git stopped reading: its exit status says why
+                for chunk in chunks:
+                    proc.stdin.write(chunk)
+            with contextlib.suppress(BrokenPipeError):
+                proc.stdin.close()
+            code = proc.wait(timeout=_TIMEOUT)
+        except subprocess.TimeoutExpired as exc:
+            raise GitError(f"git {args[0]} in {cwd} did not finish in {_TIMEOUT}s") from exc
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        if code != 0:
+            err.seek(0)
+            msg = err.read().decode("utf-8", "replace").strip().splitlines()
+            raise GitError(f"git {args[0]} failed in {cwd}: {msg[-1] if msg else code}")
 
 
 def toplevel(path: Path) -> Path | None:
@@ -267,9 +299,11 @@ class Repo:
         if not blobs:
             return []
         marks = self.git_dir / f"distill-marks-{os.getpid()}"
-        stream = b"".join(b"blob\nmark :%d\ndata %d\n%s\n" % (i, len(data), data) for i, data in enumerate(blobs, 1))
+        # Blob by blob into the pipe: the stream in one piece would hold every note a second time.
+        stream = (b"blob\nmark :%d\ndata %d\n%s\n" % (i, len(data), data) for i, data in enumerate(blobs, 1))
         try:
-            self.git("fast-import", "--quiet", "--done", f"--export-marks={marks}", input=stream + b"done\n")
+            _git_fed(self.root, ("fast-import", "--quiet", "--done", f"--export-marks={marks}"),
+                     itertools.chain(stream, [b"done\n"]))
             ids = dict(line.split(" ", 1) for line in marks.read_text("ascii").splitlines())
         finally:
             with contextlib.suppress(FileNotFoundError):
