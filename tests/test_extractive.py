@@ -318,16 +318,19 @@ def test_summary_decisions_drop_offers_guesses_and_lead_ins_that_choose_nothing(
 
 
 def test_chinese_summary_uses_chinese_labels_but_keeps_user_text() -> None:
+    # (the test run after the write is the evidence for "全部通过": without it the claim alone is "unknown")
     s = sess(u("帮我给 `parser.py` 加一个单元测试", 1), *_write("w", "tests/test_parser.py"),
+             *run("t", "pytest tests/test_parser.py", "1 passed", 0),
              a("我已添加测试 `tests/test_parser.py`，全部通过。", 4), cwd="/home/ana")
     out = summarise_extractive(s, [], derive_facts(s))
     assert out.language == "zh"
     assert out.goal == "帮我给 `parser.py` 加一个单元测试"
-    assert out.phases[0].done == "我已添加测试 `tests/test_parser.py`，全部通过。 改动文件：tests/test_parser.py。"
+    assert out.phases[0].done == ("我已添加测试 `tests/test_parser.py`，全部通过。 改动文件：tests/test_parser.py。"
+                                  " 执行：`pytest tests/test_parser.py`。")
     assert out.phases[0].outcome == "done"
     assert out.end_state == "resolved"
     assert out.projects == ()  # the home directory is not a project
-    assert out.tags == ("cli", "python")
+    assert out.tags == ("cli", "python", "pytest")
 
 
 def test_real_hermes_session_summary() -> None:
@@ -596,3 +599,22 @@ def test_decisions_in_portuguese_and_russian() -> None:
     s = sess(u("me ajude a resolver o push bloqueado"), a(reply))
     decisions = summarise_extractive(s, [], derive_facts(s)).decisions
     assert [d.rejected for d in decisions] == [("reescrever o histórico",), ("повторного вызова",)]
+
+
+def test_a_claim_after_a_code_change_nothing_ran_on_is_unknown() -> None:
+    ask, claim = u("add a --verbose flag to the cli"), a("Done: added the --verbose flag to `cli.py`.")
+    edit = _tool("e", "patch", path="cli.py", old_string="a", new_string="b")
+    # the code changed and nothing ran afterwards: the claim alone decides nothing
+    s = sess(ask, *edit, claim)
+    verdict = judge_end_state(s, derive_facts(s))
+    assert verdict.state == "unknown" and "nothing ran after the last change" in verdict.reason
+    # a check that ran before the change does not vouch for it; one that ran after it does
+    assert end(ask, *run("1", "pytest -q", "3 passed", 0), *edit, claim) == "unknown"
+    assert end(ask, *edit, *run("2", "pytest -q", "4 passed", 0), claim) == "resolved"
+    assert end(ask, *edit, *run("3", "cd src && python -m cli --verbose", "ok", 0), claim) == "resolved"
+    # ...but not a command that only looks, nor a check that failed
+    assert end(ask, *edit, *run("4", "git diff cli.py", "+b", 0), claim) == "unknown"
+    assert end(ask, *edit, *run("5", "pytest -q", "1 failed", 1), claim) != "resolved"
+    # docs and configs are checked by reading them: the claim stands, as the user closing the work does
+    assert end(ask, *_tool("d", "patch", path="README.md", old_string="a", new_string="b"), claim) == "resolved"
+    assert end(ask, *edit, claim, u("thanks, that's all")) == "resolved"

@@ -44,7 +44,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pipeline.facts.derive import file_touches, result_failed
+from pipeline.facts.derive import COMMAND_TOOLS, call_command, file_touches, result_failed
 from pipeline.facts.turns import (
     _ack_role,
     _kind,
@@ -167,6 +167,48 @@ _INSTRUCTION = re.compile(r"(?:please )?(?:do not|don[’']t|never)\b", re.I)
 
 
 # --------------------------------------------------------------------------- signals
+
+
+#: A command that exercises the work (runs its tests, builds it, runs it, calls it), as opposed to one that only
+#: looks (``ls``, ``cat``, ``git status``): its success after the last change is the evidence a claim needs.
+_CHECK = re.compile(
+    r"(?:^|[\s;&|(/])(?:pytest|py\.test|tox|nox|unittest|jest|vitest|mocha|playwright|cypress|phpunit|rspec"
+    r"|go (?:test|build|vet|run)|cargo (?:test|build|check|run|clippy)|(?:npm|pnpm|yarn|bun)(?: run)? (?:test|build|lint"
+    r"|check|typecheck|start|dev|e2e)|npx (?:tsc|jest|vitest|eslint|playwright|prisma)|make|cmake|ctest|mvn|mvnw|gradle"
+    r"|gradlew|dotnet (?:test|build|run)|tsc|eslint|ruff|mypy|pyright|flake8|pylint|black|node|python[0-9.]*|uv run|deno"
+    r"|bash|sh|\./[\w./-]+|curl|wget|http|docker(?: compose)? (?:build|run|up|exec)|kubectl (?:apply|get|rollout)"
+    r"|terraform (?:plan|validate|apply)|swift (?:build|test)|xcodebuild|php|ruby|bundle exec|mix (?:test|compile)"
+    r"|flutter (?:test|build|analyze)|gcc|g\+\+|clang|javac|java|systemctl (?:status|restart|start)|psql|sqlite3)(?=\s|$)")
+_CODE_RUN_TOOLS = frozenset({"execute_code"})
+#: Program source: a change to it is what a check exercises (docs, configs and data are checked by reading).
+_SOURCE = frozenset({"py", "ts", "tsx", "js", "jsx", "mjs", "cjs", "vue", "svelte", "go", "rs", "java", "kt", "kts",
+                     "scala", "rb", "php", "cs", "fs", "cpp", "cc", "cxx", "hpp", "c", "h", "m", "mm", "swift", "dart",
+                     "lua", "pl", "r", "jl", "ex", "exs", "erl", "hs", "ml", "clj", "zig", "nim", "sql", "sh", "ps1"})
+
+
+def _unchecked_source_change(msgs: Sequence[Message]) -> bool:
+    """The session changed program source (``_SOURCE``) and no check (``_CHECK``, or a code tool's run) passed after
+    its last such change: a claim of success then rests on the claim alone. Docs and configs are checked by reading."""
+    results = {m.tool_call_id: m for m in msgs if m.role == "tool" and m.tool_call_id}
+
+    def changes_source(m: Message) -> bool:
+        calls = [results[c.id] for c in m.tool_calls if c.id in results]
+        return any(t.action != "read" and t.path.rsplit(".", 1)[-1].lower() in _SOURCE
+                   for t in file_touches([m, *calls]))
+
+    last = next((i for i in range(len(msgs) - 1, -1, -1)
+                 if msgs[i].role == "assistant" and msgs[i].tool_calls and changes_source(msgs[i])), None)
+    if last is None:
+        return False
+    for m in msgs[last + 1:]:
+        for call in m.tool_calls if m.role == "assistant" else ():
+            result = results.get(call.id) if call.id else None
+            if result is None or result_failed(result):
+                continue
+            name = call.name.lower()
+            if name in _CODE_RUN_TOOLS or (name in COMMAND_TOOLS and _CHECK.search(call_command(call.arguments, result) or "")):
+                return False
+    return True
 
 
 def _tool_signal(messages: Sequence[Message]) -> tuple[bool, bool]:
@@ -385,6 +427,9 @@ def _judge(msgs: list[Message]) -> EndVerdict:
                             msgs, at)
         if reported_problem(final) is not None:
             return _verdict("unknown", "the final reply claims success but reports a problem still open", msgs, at)
+        if _unchecked_source_change(msgs):
+            return _verdict("unknown", "the final reply claims the work done, but nothing ran after the last change to "
+                            "the code and the user did not confirm it", msgs, at)
         return _verdict("resolved", "the final reply reports the work done and no later message contradicts it",
                         msgs, at)
     if final.rstrip().endswith(("?", "？")) and not closed:
