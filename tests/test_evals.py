@@ -206,10 +206,9 @@ def test_language_match(run: EvalRun) -> None:
 
 def test_no_false_success(run: EvalRun) -> None:
     """The LLM summariser takes its end state from the same facts, so it inherits these: a claimed success
-    on a session that did not succeed must never happen. None on the blind test part; on dev, only the known one."""
+    on a session that did not succeed must never happen, on the blind test part or on dev."""
     bad = [(r.case, r.split, r.values["end_state_gold"]) for r in _ok(run, "extractive") if r.values["false_success"]]
-    assert not [b for b in bad if b[1] == "test"]
-    assert {b[0] for b in bad} <= gates.KNOWN_DEV_FALSE_SUCCESSES
+    assert bad == []
 
 
 # Measured 2026-12-03 on the 31 blind test sessions (extractive): file precision 0.88, file recall 0.54,
