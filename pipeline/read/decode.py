@@ -45,8 +45,9 @@ def too_deep(value: Any, limit: int = MAX_JSON_DEPTH, *, text: str | bytes | Non
     With the JSON ``text`` it was parsed from, a text with fewer than ``limit`` brackets answers at once:
     ``limit`` levels need ``limit`` opening brackets (and most tool arguments have a handful).
     """
-    if isinstance(text, str | bytes) and text.count("[" if isinstance(text, str) else b"[") + text.count(
-            "{" if isinstance(text, str) else b"{") < limit:
+    if isinstance(text, str) and text.count("[") + text.count("{") < limit:
+        return False
+    if isinstance(text, bytes) and text.count(b"[") + text.count(b"{") < limit:
         return False
     stack = [(value, 1)]
     while stack:
