@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Iterable
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, Literal
@@ -307,10 +308,22 @@ class RunReport(BaseModel):
     #: how many ``notices`` were said before any session was read (selection, model choice): the
     #: ones an unchanged re-run says again (``pipeline.cli.record``); not part of the printed report
     _setup_notices: int = PrivateAttr(default=0)
+    #: how many ``notices`` only inform about this run's work (``inform``): an unchanged re-run would not say
+    #: them, and they ask nothing of it, so they do not keep the run from being recorded as clean
+    _info_notices: int = PrivateAttr(default=0)
 
     @property
     def setup_notices(self) -> int:
         return self._setup_notices
+
+    @property
+    def info_notices(self) -> int:
+        return self._info_notices
+
+    def inform(self, notices: Iterable[str]) -> None:
+        for notice in notices:
+            self.notices.append(notice)
+            self._info_notices += 1
 
     def mark_setup_done(self) -> None:
         self._setup_notices = len(self.notices)

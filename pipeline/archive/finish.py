@@ -22,6 +22,7 @@ class Finished(BaseModel):
     linked: tuple[str, ...] = ()
     projects: tuple[str, ...] = ()
     notices: tuple[str, ...] = ()
+    info: tuple[str, ...] = ()  # ``Linked.info``
 
 
 def finish_run(out: Path, written: Sequence[str], *, git: bool = True, link_limit: int | None = -1,
@@ -55,7 +56,8 @@ def finish_run(out: Path, written: Sequence[str], *, git: bool = True, link_limi
         except (DistillError, OSError) as exc:
             notices.append(f"not committed: {exc}; the next run commits the notes")
     notices = [*linked.notices, *notices]
-    return Finished(commit=commit, linked=linked.notes, projects=linked.projects, notices=tuple(notices))
+    return Finished(commit=commit, linked=linked.notes, projects=linked.projects, notices=tuple(notices),
+                    info=linked.info)
 
 
 def ensure_repository(out: Path) -> None:

@@ -76,6 +76,9 @@ class Linked(BaseModel):
     projects: tuple[str, ...] = ()
     semantic: bool = False
     notices: tuple[str, ...] = ()
+    #: What the pass chose not to do this time and the next run will not do either ("related links for the
+    #: newest 200"): said once, and no reason for the next run to do more than an unchanged one would.
+    info: tuple[str, ...] = ()
 
 
 def wikilink(path: str, title: str) -> str:
@@ -404,6 +407,7 @@ def link_run(out: Path, written: Sequence[str], *, projects: Iterable[str] = (),
 
     out = Path(out)
     notices: list[str] = []
+    info: list[str] = []
     project_paths: list[str] = []
     semantic = False
     with archive_lock(out):
@@ -441,7 +445,7 @@ def link_run(out: Path, written: Sequence[str], *, projects: Iterable[str] = (),
             chosen = sorted(targets, key=lambda t: (recs[t].started_at or recs[t].date or "", recs[t].path),
                             reverse=True)[: limit if limit is not None else len(targets)]
             if len(chosen) < len(targets):
-                notices.append(f"related links computed for the newest {len(chosen)} of the {len(targets)} notes "
+                info.append(f"related links computed for the newest {len(chosen)} of the {len(targets)} notes "
                                "this run wrote; `distill index --links` computes them for every note")
             related, semantic = related_notes(index, chosen, embedder=embedder, exclude=neighbours)
             related_items: dict[str, tuple[list[str], list[str]]] = {}
@@ -463,7 +467,7 @@ def link_run(out: Path, written: Sequence[str], *, projects: Iterable[str] = (),
         finally:
             index.close()
     return Linked(notes=tuple(changed), projects=tuple(project_paths), semantic=semantic,
-                  notices=tuple([*stats.problems, *notices]))
+                  notices=tuple([*stats.problems, *notices]), info=tuple(info))
 
 
 def _apply(out: Path, index: ArchiveIndex, by_path: Mapping[str, NoteRecord], lineage: Mapping[str, list[str]],

@@ -209,7 +209,8 @@ def _run(
         return report
     if _invocation is not None and not settings.inputs and not promote_skill and not propose_skills and not demo:
         quick.save(_invocation, before=before, out=settings.out, home=settings.home, env=_invocation_env,
-                   report=report.model_dump(mode="json"), setup_notices=report.setup_notices)
+                   report=report.model_dump(mode="json"), setup_notices=report.setup_notices,
+                   info_notices=report.info_notices)
     if promote_skill:
         from pipeline.skills.promote import promote_session
 

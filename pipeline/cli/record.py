@@ -218,12 +218,16 @@ def replay_report(report: Mapping[str, Any], setup_notices: int) -> dict[str, An
 
 def save(
     argv: list[str], *, before: Mapping[str, Mapping[str, Stamp | None]], out: Path, home: Path, report: Mapping[str, Any],
-    setup_notices: int, env: Mapping[str, str] | None = None, cwd: str | None = None,
+    setup_notices: int, info_notices: int = 0, env: Mapping[str, str] | None = None, cwd: str | None = None,
 ) -> Path | None:
-    """Record a clean run so the same command can be answered next time; None when it cannot vouch."""
+    """Record a clean run so the same command can be answered next time; None when it cannot vouch.
+
+    Clean: nothing failed or fell back, and no notice but the setup ones (said again by the replay) and
+    ``info_notices`` (``RunReport.inform``: about this run's work only, not said by a re-run).
+    """
     env = os.environ if env is None else env
     clean = (not report["failed"] and not report["fallbacks"] and not report["dry_run"]
-             and len(report["notices"]) == setup_notices)
+             and len(report["notices"]) == setup_notices + info_notices)
     if DISABLE_ENV in env or not clean or not vouchable(argv):
         return None
     # A bare argument is a session id here (the caller saves no run that read transcript files); the

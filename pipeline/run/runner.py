@@ -284,6 +284,7 @@ def _finish_archive(settings: Settings, report: RunReport) -> None:
         return
     done = finish_run(settings.out, written, git=settings.git)
     report.notices.extend(done.notices)
+    report.inform(done.info)
 
 
 def _file_sessions(path: Path, settings: Settings, notices: list[str]) -> Iterator[Session]:
