@@ -385,6 +385,23 @@ def test_a_harness_error_is_not_a_reply() -> None:
     assert v.state == "failed"
 
 
+def test_other_harness_wordings_are_errors_not_replies() -> None:
+    """Claude Code's usage, plan and access messages, as real transcripts carry them."""
+    for line in ("You're out of extra usage · resets May 4, 3am (Asia/Jakarta)",
+                 "You've hit your weekly limit · resets Aug 16 at 1am (Asia/Tokyo)",
+                 "You've hit your 5-hour limit · resets 3pm",
+                 "Your organization does not have access to Claude. Please login again or contact your administrator."):
+        v = _verdict(u("add the export button"), a(line))
+        assert v.state == "failed" and "harness" in v.reason, line
+
+
+def test_an_empty_reply_after_a_tool_result_is_still_mid_work() -> None:
+    """A thinking-only assistant row at the end says nothing: the run stopped after the tool ran."""
+    call = a("First I'll set up the telemetry.", calls=(ToolCall(id="c1", name="Bash", arguments={"command": "echo hi"}),))
+    v = _verdict(u("help me apply for the grant"), call, Message(role="tool", tool_call_id="c1", content="hi"), a(""))
+    assert v.state == "unresolved" and "mid-work" in v.reason
+
+
 def test_an_interrupt_after_the_claim_vetoes_success() -> None:
     v = _verdict(u("fix the lint errors"), a("Fixed them all, lint passes."), u("[Request interrupted by user]"))
     assert v.state == "unresolved" and "cut the run short" in v.reason

@@ -287,7 +287,10 @@ def _cut_off(tail: Sequence[Message], final: str) -> bool:
     """The agent stopped mid-work: the tail ends on a tool call or result (unless the last reply had
     already reported the work done), inside a code block, or on an announcement of the next step
     ("Let me check the logs:", "让我修改 `a.py`：")."""
-    last = next((m for m in reversed(tail) if m.role != "system"), None)
+    # An empty assistant row (a thinking-only block, kept by some exports) says nothing: look past it.
+    last = next((m for m in reversed(tail)
+                 if m.role != "system" and not (m.role == "assistant" and not m.tool_calls and not m.content.strip())),
+                None)
     if last is None or last.role == "tool" or (last.role == "assistant" and last.tool_calls):
         return last is not None and not _claims_done(final)
     text = last.content.strip()
@@ -406,7 +409,9 @@ def _judge(msgs: list[Message]) -> EndVerdict:
         return _verdict("failed", "a tool failed after the last success and no reply claims a fix", msgs,
                         at if at is not None else last_turn)
     if not replies:
-        cut = _harness_cut(msgs, last_turn)
+        # A "continue" after the harness cut the run ("You're out of extra usage", then "continue
+        # generating", nothing more) is still a run the harness stopped.
+        cut = _harness_cut(msgs, last_turn if last_ask is None else min(last_ask, last_turn))
         if cut is not None:
             return _verdict("failed", "the run stopped on a harness error before any reply", msgs, cut)
         return _verdict("unresolved", "the last ask got no reply", msgs, last_turn)

@@ -36,7 +36,8 @@ _HARNESS = (
 # What an agent's harness writes into the transcript when the run is cut short: usage and rate limits,
 # API and connection errors, a user interrupt. Short lines, never a reply or an ask (see ``harness_error``).
 _HARNESS_ERROR = re.compile(
-    r"you[’']?ve hit your (?:usage )?limit|usage limit (?:reached|exceeded)|credit balance is too low"
+    r"you[’']?ve hit your (?:[\w-]+ ){0,2}limit|you[’']?re out of (?:extra )?usage|usage limit (?:reached|exceeded)"
+    r"|usage_limit_exceeded|credit balance is too low|does not have access to claude|please run /login"
     r"|prompt is too long|^api ?error\b|api(?:connection|timeout|status)?error|rate[ _-]?limit(?:ed| exceeded| reached)?"
     r"|too many requests|model_not_found|overloaded_error|connection error|request timed out|network error"
     r"|\[request interrupted by user|interrupted by user|^\^c\b|keyboardinterrupt"
@@ -45,7 +46,8 @@ _HARNESS_ERROR = re.compile(
 #: message, and Python's ``re`` tries each of the pattern's ~20 branches at each position (60 µs a line,
 #: ~9 % of a cold run). For ASCII text ``re.I`` folds exactly as ``str.lower`` does, so a text holding
 #: none of these cannot match; other text takes the full pattern (its case folding is Unicode's).
-_HARNESS_ERROR_NEEDS = ("limit", "credit balance", "too long", "api", "too many", "model_not_found",
+_HARNESS_ERROR_NEEDS = ("limit", "out of extra usage", "out of usage", "access to claude", "/login",
+                        "credit balance", "too long", "api", "too many", "model_not_found",
                         "overloaded_error", "connection error", "timed out", "network error",
                         "interrupted by user", "^c", "keyboardinterrupt", "error code", "status")
 _SLASH = re.compile(r"^/[A-Za-z][\w-]*(?:\s|$)")  # "/model gpt-5", but not "/home/ana/x.py is broken"
