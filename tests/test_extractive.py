@@ -402,6 +402,19 @@ def test_an_empty_reply_after_a_tool_result_is_still_mid_work() -> None:
     assert v.state == "unresolved" and "mid-work" in v.reason
 
 
+def test_a_reply_cut_mid_sentence_is_not_an_answer() -> None:
+    """Class seen on an unseen SpecStory export: the guide the user asked for three times stops at
+    "Using the new `defineNuxtConfig` function in", and the note said resolved."""
+    guide = ("# Upgrading from Nuxt 2 to Nuxt 3\n\nUpgrading involves several steps. Run `npm install`. Done.\n\n"
+             "## Step 5: Update Code\n\n- Replacing `context` with `useNuxtApp`\n")
+    for tail in ("- Using the new `defineNuxtConfig` function in", "Then update the", "先安装依赖，"):
+        v = _verdict(u("Please output the entire upgrade answer in markdown format."), a(guide + tail))
+        assert v.state == "unresolved" and "mid-work" in v.reason, tail
+    # a sentence may end on a particle, and a whole reply is still an answer
+    for tail in ("- Updated the config and logged in", "Fixed: the flag is now turned on", "- Done, tests pass."):
+        assert _verdict(u("fix the login flag"), a(guide + tail)).state == "resolved", tail
+
+
 def test_an_interrupt_after_the_claim_vetoes_success() -> None:
     v = _verdict(u("fix the lint errors"), a("Fixed them all, lint passes."), u("[Request interrupted by user]"))
     assert v.state == "unresolved" and "cut the run short" in v.reason

@@ -100,6 +100,14 @@ _UNDO = re.compile(r"^/(?:undo|rewind|revert)\b", re.I)
 _RUN_FAILED = re.compile(r"^(?:failed|error|crash\w*|abort\w*|max_retries_exhausted|\w*budget_exhausted"
                          r"|max_iterations\w*|iteration_limit\w*|interrupted)$", re.I)
 _IF = re.compile(r"^(?:if|should|in case|whenever|如果|若|假如|万一|要是)", re.I)
+# A reply whose last line stops on a word no sentence ends with ("Using the new `defineNuxtConfig`
+# function in"), or on a comma: the model's output limit or the export cut it mid-sentence.
+_MID_SENTENCE = re.compile(
+    r"(?:\b(?:a|an|the|and|or|but|of|to|for|with|by|from|into|that|which|your|its|their|this|these|is|are"
+    r"|(\w+) (?:in|on))|[,，、(（])$", re.I)
+# "in"/"on" after a verb that takes them as a particle ("logged in", "turn it on") do end a sentence.
+_PARTICLE_VERB = re.compile(r"(?:log|sign|opt|plug|check|turn|switch|carry|go|went|gone|mov|keep|kept|hold|held"
+                            r"|put|built?|based|depend|rel[yi])|(?:it|them|one|back|over)$", re.I)
 # A closing report that says part of the work is still open: remaining failures, work left, not done yet.
 _LEFT_OVER = re.compile(
     r"\b(?:remaining (?:work|failures|issues|tasks|items|problems|errors)|(?:still|are) (?:failing|broken)"
@@ -285,8 +293,8 @@ def _waits_for_input(text: str) -> bool:
 
 def _cut_off(tail: Sequence[Message], final: str) -> bool:
     """The agent stopped mid-work: the tail ends on a tool call or result (unless the last reply had
-    already reported the work done), inside a code block, or on an announcement of the next step
-    ("Let me check the logs:", "让我修改 `a.py`：")."""
+    already reported the work done), inside a code block, mid-sentence (``_MID_SENTENCE``), or on an
+    announcement of the next step ("Let me check the logs:", "让我修改 `a.py`：")."""
     # An empty assistant row (a thinking-only block, kept by some exports) says nothing: look past it.
     last = next((m for m in reversed(tail)
                  if m.role != "system" and not (m.role == "assistant" and not m.tool_calls and not m.content.strip())),
@@ -297,6 +305,9 @@ def _cut_off(tail: Sequence[Message], final: str) -> bool:
     if sum(1 for ln in text.splitlines() if ln.lstrip().startswith("```")) % 2:
         return True  # the export ends inside a fence
     sentences = _sentences(_prose(text))
+    mid = _MID_SENTENCE.search(text.splitlines()[-1].rstrip(" *_"))
+    if mid and not (mid.group(1) and _PARTICLE_VERB.match(mid.group(1))):
+        return True
     return text.endswith((":", "：")) or bool(sentences and _NEXT_STEP.search(sentences[-1]))
 
 
