@@ -412,6 +412,35 @@ def test_an_unnamed_diff_is_placed_by_its_definitions_and_its_sibling_imports() 
     assert [t.path for t in derive_facts(s).files if t.action != "read"] == ["src/commands/tasks/list.ts"]
 
 
+def test_a_java_block_is_the_file_its_package_and_class_name() -> None:
+    """Class seen on an unseen Cursor export (Chinese, 78 files): each diff creates a Java class under a
+    numbered lead ("2. **创建Admin实体类**：", then SpecStory's "---"), no path anywhere near it. The code's own
+    ``package`` line and public class name the file, under the source root the session shows."""
+    entity = "```diff\n- \n+ package com.example.shop.entity;\n+ \n+ import lombok.Data;\n+ \n+ @Data\n+ public class Admin {\n+ }\n```"
+    service = ("```diff\n+ package com.example.shop.service.impl;\n+ import com.example.shop.entity.Admin;\n"
+               "+ class Helper {}\n+ public class AdminServiceImpl implements AdminService {\n+ }\n```")
+    hunk = "```diff\n  import io.jsonwebtoken.Jwts;\n  import java.util.Date;\n  public class JwtUtil {\n-     int a;\n+     long a;\n```"
+    shown = u("Read file: backend/src/main/java/com/example/shop/entity/User.java\n"
+              "Read file: backend/src/main/java/com/example/shop/util/JwtUtil.java")
+    reply = f"### 解决方案\n\n1. **创建Admin实体类**：\n\n---\n\n{entity}\n\n---\n\n2. **实现服务**：\n\n{service}\n\n{hunk}"
+    assert edited(shown, a(reply)) == ["backend/src/main/java/com/example/shop/entity/Admin.java",
+                                      "com/example/shop/service/impl/AdminServiceImpl.java",  # no root shown for it
+                                      "backend/src/main/java/com/example/shop/util/JwtUtil.java"]
+    kotlin = "```kotlin\npackage io.app.net\n\nclass Downloader(val url: String)\n```"
+    assert edited(u("x"), a(f"Let me rewrite it:\n\n{kotlin}")) == []  # a plain block is no edit, package or not
+    assert edited(u("x"), a("```diff\n+ package io.app.net\n+ \n+ class Downloader\n```")) == ["io/app/net/Downloader.kt"]
+
+
+def test_a_lead_names_its_file_past_a_rule_and_by_its_module() -> None:
+    """SpecStory puts "---" between the words that announce an edit and the block; a lead may name the file
+    by its class (`AdminController`) when exactly one path the session touched has that stem."""
+    read = (call("r", "read_file", {"path": "api/controller/AdminController.java"}), result("r", ""))
+    reply = f"现在需要更新`AdminController`，使其使用泛型版本的`Result`：\n\n---\n\n{DIFF}"
+    assert edited(u("改一下"), *read, a(reply)) == ["api/controller/AdminController.java"]
+    assert edited(u("改一下"), a(f"1. **实现login.vue**：\n\n---\n\n{DIFF}")) == ["login.vue"]
+    assert edited(u("改一下"), a(f"现在需要更新`Service`：\n\n---\n\n{DIFF}")) == []  # no file has that stem
+
+
 def test_a_subagents_report_names_the_files_it_changed() -> None:
     """A subagent's edits are in its own transcript; the parent keeps its report. Its files section and
     Hermes's own "subagent modified files" note count; a section of files it only read does not."""

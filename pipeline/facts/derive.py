@@ -480,8 +480,8 @@ _PROSE_PATH = re.compile(rf"(?<![\w./\\-])((?:[\w.@-]+/)*[\w@-][\w.@-]*\.(?:{_FI
 # A path with at least one directory, absolute ("/home/u/p/src/a.ts:81" in a stack trace) or not.
 _SHOWN_PATH = re.compile(rf"(?<![\w.\\-])((?:/|~/)?(?:[\w.@#-]+/)+[\w@-][\w.@-]*\.(?:{_FILE_EXTS}))(?![\w/-])", re.I | re.A)
 _EDIT_INTENT = re.compile(
-    r"\b(?:edit|updat|modif|chang|fix|add|replac|remov|rewrit|writ|creat|apply|patch|refactor|insert|delet)\w*"
-    r"|修改|编辑|更新|添加|替换|删除|移除|修复|改为|改成|创建|写入|重构|调整|更改", re.I)
+    r"\b(?:edit|updat|modif|chang|fix|add|replac|remov|rewrit|writ|creat|apply|patch|refactor|insert|delet|implement)\w*"
+    r"|修改|编辑|更新|添加|替换|删除|移除|修复|改为|改成|创建|写入|重构|调整|更改|实现", re.I)
 # Telling the user what *they* could do is advice, not an edit.
 _ADVICE = re.compile(r"\byou (?:can|could|should|need|might|may)\b|\bfor example\b|\be\.g\.|你可以|您可以|你需要|您需要|"
                      r"例如|比如|建议", re.I)
@@ -492,8 +492,16 @@ _APPLIED = re.compile(
 
 
 def _named_file(text: str, known: Sequence[str]) -> str | None:
-    """The one file ``text`` names, resolved against paths the session touched; None if none or several."""
+    """The one file ``text`` names, resolved against paths the session touched; None if none or several.
+
+    A file may be named by its module alone ("更新`AdminController`"), when exactly one path the
+    session touched has that stem.
+    """
     names = list(dict.fromkeys(m.group(1) for m in _PROSE_PATH.finditer(text)))
+    if not names:
+        stems = {m.group(1) for m in _CODE_IDENT.finditer(text)}
+        hits = {k for k in known if _stem(k) in stems}
+        return hits.pop() if len(hits) == 1 else None
     if len(names) != 1:
         return None
     name = names[0]
@@ -501,9 +509,22 @@ def _named_file(text: str, known: Sequence[str]) -> str | None:
     return hits[0] if len(set(hits)) == 1 else name
 
 
+# A module named in a code span: `AdminController`, `useAuth` (not a call, not a dotted member).
+_CODE_IDENT = re.compile(r"`([A-Za-z_][A-Za-z0-9_-]{2,})`")
+
+
+def _stem(path: str) -> str:
+    name = path.rsplit("/", 1)[-1]
+    return name.split(".", 1)[0] if "." in name else ""
+
+
 def _last_paragraph(text: str) -> str:
-    parts = [p for p in re.split(r"\n\s*\n", text.strip()) if p.strip()]
+    # SpecStory puts a "---" rule between the words that announce an edit and the edit's block.
+    parts = [p for p in re.split(r"\n\s*\n", text.strip()) if p.strip() and not _RULE.match(p)]
     return parts[-1] if parts else ""
+
+
+_RULE = re.compile(r"^\s*(?:-{3,}|\*{3,}|_{3,})\s*$")
 
 
 def _reply_edits(text: str, known: Sequence[str], reads: Sequence[str], locator: ModuleLocator) -> list[str]:
@@ -519,6 +540,8 @@ def _reply_edits(text: str, known: Sequence[str], reads: Sequence[str], locator:
             paths.append(None)
         elif h := _DIFF_HEADER.search(body):
             paths.append(None if h.group(1) == "/dev/null" else h.group(1))
+        elif jvm := locator.jvm_file(_new_side(b), tag):
+            paths.append(jvm)  # the code's own package and class outrank the words around it
         elif not lead.strip() and i and paths[-1] is not None and _is_edit(blocks[i - 1]):
             paths.append(paths[-1])  # a diff straight after a diff continues the same file
         else:

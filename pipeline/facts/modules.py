@@ -16,6 +16,10 @@ found through the session's own import lines, never guessed from a name alone:
   importing file, which the export does not name either.
 
 Packages (``react``, ``@radix-ui/react-select``, ``os``) are never project files.
+
+Java and Kotlin say it outright: ``package com.example.tourism.entity;`` and ``public class Admin``
+are ``com/example/tourism/entity/Admin.java``, under the one source root the session shows for that
+package (``backend/src/main/java/``), or bare when it shows none.
 """
 
 from __future__ import annotations
@@ -38,6 +42,12 @@ _JS_DEFINES = re.compile(
 # " ?": a diff shown as "+ export function …" keeps one space once its marker is stripped.
 _PY_DEFINES = re.compile(r"^ ?(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)", re.M)
 _ALIAS = ("@/", "~/", "#/")
+_JVM_PACKAGE = re.compile(r"^ ?package[ \t]++([a-z_]\w*+(?:\.[a-z_]\w*+)*+)[ \t]*+(;?)[ \t]*+$", re.M)
+_JVM_TYPE = re.compile(
+    r"^ ?((?:(?:public|internal|private|protected|final|abstract|sealed|open|data|static)[ \t]++)*+)"
+    r"(?:class|interface|enum|record|object|@interface)[ \t]++([A-Z]\w*)", re.M)
+_JVM_IMPORT = re.compile(r"^ ?import[ \t]++(?:static[ \t]++)?[a-z_]\w*+(?:\.\w++)++(?:\.\*)?;?[ \t]*+$", re.M)
+_JVM_EXTS = {"java": "java", "kotlin": "kt", "kt": "kt", "scala": "scala"}
 _CODE_EXTS = ("tsx", "ts", "jsx", "js", "mjs", "cjs", "vue", "svelte", "py")
 _JSX = re.compile(r"</[A-Za-z]|/>|\bclassName=")
 _TS = re.compile(r"^\s*(?:export\s+)?(?:interface|type)\s+\w+|:\s*(?:string|number|boolean|React\.\w+)\b", re.M)
@@ -144,6 +154,8 @@ class ModuleLocator:
         self.shown = sorted(set(shown))
 
     def locate(self, code: str, tag: str = "") -> str | None:
+        if jvm := self.jvm_file(code, tag):
+            return jvm
         own = imported_names([code])  # a wrapper defines what it imports; no file imports itself
         specs = {self.imports[n] for n in defined_names(code) if n in self.imports and n not in own}
         if len(specs) != 1:
@@ -165,6 +177,28 @@ class ModuleLocator:
         if hits or not placeable:
             return None
         return f"{tail}.{_guess_ext(code, tag, tail, self.shown, spec)}"
+
+    def jvm_file(self, code: str, tag: str = "") -> str | None:
+        """A Java/Kotlin block's file from its ``package`` line and its first public (else first) type."""
+        pkg = _JVM_PACKAGE.search(code) if "package" in code else None
+        types = [(m.group(1), m.group(2)) for m in _JVM_TYPE.finditer(code)]
+        if not types:
+            return None
+        name = next((n for mods, n in types if "public" in mods), types[0][1])
+        if pkg is None:
+            # A hunk that starts below the package line: the one file of that name the session shows.
+            if not any("public" in mods for mods, _n in types) or not _JVM_IMPORT.search(code):
+                return None
+            hits = {p for p in self.shown if p.endswith((f"/{name}.java", f"/{name}.kt"))}
+            hits = {p for p in hits if not any(q != p and p.endswith("/" + q) for q in hits)}
+            return hits.pop() if len(hits) == 1 else None
+        ext = _JVM_EXTS.get(tag.lower()) or ("java" if pkg.group(2) else "kt")
+        rel = f"{pkg.group(1).replace('.', '/')}/{name}.{ext}"
+        folder = "/" + posixpath.dirname(rel) + "/"
+        roots = {("/" + p)[:("/" + p).index(folder)].lstrip("/") for p in self.shown if folder in "/" + p}
+        # "/home/u/p/src/main/java" and "src/main/java" are one root: keep the shortest spelling.
+        roots = {r for r in roots if not any(q != r and r.endswith("/" + q) for q in roots if q)}
+        return f"{roots.pop()}/{rel}".lstrip("/") if len(roots) == 1 else rel
 
     def _shown_as(self, tail: str) -> set[str]:
         """The paths the session shows for a module tail, one spelling per file."""
