@@ -339,6 +339,21 @@ def test_claims_of_a_finished_edit_name_the_file_in_an_export_without_edit_tools
     assert edited(u("x"), a("I've updated `a.md`."), source="claude-code") == []  # tool calls are the evidence there
 
 
+def test_an_empty_fence_is_a_copilot_edit_of_the_file_its_sentence_names() -> None:
+    """Class seen on unseen VS Code Copilot exports: every applied edit is an empty fence. The sentence right
+    before it names the file; one that names none goes on with the file edited last; a reply that opens with
+    the edit names it in the sentence after; a library named in an earlier sentence is not the file."""
+    mark = "\n```\n\n```\n"
+    reply = (f"Now I'll modify `sketch.js` to import the new module, and remove the old functions. {mark}"
+             f"Now let's add the initialization in the setup function: {mark}"
+             f"Great! We have p5.js mocking. I need to add some mocks to the setup file: {mark}")
+    assert edited(u("refactor it"), a(reply)) == ["sketch.js"]
+    opening = f"{mark}All scaling logic in `sketch.js` now uses `layers.scaleFactor`. Want to test it?"
+    assert edited(u("Proceed."), a(opening)) == ["sketch.js"]
+    assert edited(u("x"), a(f"{mark}You could also change `a.js`.")) == []  # advice
+    assert edited(u("x"), a("Here is an empty block:\n```\n\n```\nNothing else.")) == []
+
+
 def test_the_work_tree_report_lists_outputs_once_the_session_has_edited() -> None:
     """``git status`` (long or porcelain) and ``--stat`` output, pasted or run, after the first edit; never a merge."""
     porcelain = "`✗ git status --porcelain\nM  .github/instructions.md\nA  docs/plans/14.review.md\n" \

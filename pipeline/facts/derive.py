@@ -536,6 +536,8 @@ def _reply_edits(text: str, known: Sequence[str], reads: Sequence[str], locator:
         lead = text[blocks[i - 1].end() if i else 0:b.start()]
         if m := _TAGGED.match(tag):
             paths.append(m.group(1))
+        elif not tag and not body.strip():
+            paths.append(_marked_edit(text, blocks, i, paths, known))
         elif not _is_edit(b):
             paths.append(None)
         elif h := _DIFF_HEADER.search(body):
@@ -571,6 +573,30 @@ def _reply_edits(text: str, known: Sequence[str], reads: Sequence[str], locator:
         if paths[i] is None:
             paths[i] = locator.locate(_new_side(blocks[i]), blocks[i].group(1).strip())
     return [p for p in paths if p]
+
+
+def _marked_edit(text: str, blocks: Sequence[re.Match[str]], i: int, paths: Sequence[str | None],
+                 known: Sequence[str]) -> str | None:
+    """The file of an empty fence: how a VS Code Copilot export shows an applied edit (its code is not
+    exported). The sentence just before it names the file ("Now I'll modify `sketch.js` to import…"); words
+    that name none go on with the file the reply edited last ("Now let's add the initialization in the
+    setup function:"); a reply that opens with the edit names it in the sentence after ("All scaling
+    logic in `sketch.js` now uses…")."""
+    # The sentence that announces the edit: a lead is often a run of a turn's words ("Let me check the
+    # test setup… Great! We have p5.js mocking… I need to add some mocks to the setup file:").
+    sentences = [x for x in _SENTENCE_END.split(_last_paragraph(text[blocks[i - 1].end() if i else 0:blocks[i].start()]))
+                 if x.strip()]
+    lead = sentences[-1] if sentences else ""
+    if lead.strip():
+        if name := _named_file(lead, known):
+            return name
+        previous = next((p for p in reversed(paths) if p), None)
+        if previous and not _PROSE_PATH.search(lead):
+            return previous
+        return None
+    after = text[blocks[i].end():blocks[i + 1].start() if i + 1 < len(blocks) else len(text)].strip()
+    first = _SENTENCE_END.split(re.split(r"\n\s*\n", after, maxsplit=1)[0], maxsplit=1)[0]
+    return _named_file(first, known) if not _ADVICE.search(first) and "?" not in first else None
 
 
 def _new_side(block: re.Match[str]) -> str:
