@@ -9,6 +9,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import argparse
 import sys
+from pathlib import Path
 
 from evals.gates import check_gates
 from evals.report import terminal_table, write_reports
@@ -29,12 +30,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--totals-only", action="store_true", help="print only the totals (for the blind test part)")
     ap.add_argument("--out", help="report directory (default evals/reports)")
     ap.add_argument("--no-plot", action="store_true", help="skip the PNG")
+    ap.add_argument("--gold-dir", help="score another gold set (e.g. your own sessions, inputs as absolute paths)")
     args = ap.parse_args(argv)
     run = evaluate(summarizer=args.summarizer, model=args.model, api_base=args.api_base, record=args.record,
                    judge_model=args.judge_model, cases=args.case, split=args.split, record_judge=args.record_judge,
-                   progress=lambda m: print(m, file=sys.stderr, flush=True))
+                   progress=lambda m: print(m, file=sys.stderr, flush=True),
+                   gold_dir=Path(args.gold_dir) if args.gold_dir else None)
     print(terminal_table(run, totals_only=args.totals_only))
-    from pathlib import Path
 
     kwargs = {"directory": Path(args.out)} if args.out else {}
     for p in write_reports(run, png=not args.no_plot, **kwargs):

@@ -77,8 +77,9 @@ class Gold(BaseModel):
     id: str
     split: Split = Field(description="dev (rules may be tuned on it) or test (blind: never tuned on).")
     blind: bool = Field(False, description="Gold written from the transcript before any distill output for it was read.")
-    input: str = Field(description="A state.db under fixtures/ (repository-relative), or a transcript in the "
-                       "shared corpus as agent-transcripts/<format>/<file>.")
+    input: str = Field(description="A state.db under fixtures/ (repository-relative), a transcript in the "
+                       "shared corpus as agent-transcripts/<format>/<file>, or (a gold set of your own, "
+                       "``--gold-dir``) an absolute path.")
     format: str | None = Field(None, description="Source format; 'hermes-state' for a state.db.")
     session: str | None = Field(
         None, description="Session id (state.db) or id prefix (a file holding several sessions)."
@@ -114,6 +115,8 @@ class Gold(BaseModel):
 
     @property
     def path(self) -> Path:
+        if Path(self.input).is_absolute():
+            return Path(self.input)
         return shared_dir() / self.input if self.shared else ROOT / self.input
 
 

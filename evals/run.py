@@ -175,6 +175,7 @@ def evaluate(
     split: str | None = None,
     record_judge: bool = False,
     progress: Callable[[str], None] | None = None,
+    gold_dir: Path | None = None,
 ) -> EvalRun:
     """Run the chosen summarisers over the eval set (``cases`` filters by id) and score them.
 
@@ -185,15 +186,18 @@ def evaluate(
     ``record_judge``: re-record only the judge's cassettes against ``judge_model`` at ``api_base``, the
     summaries replayed: for a case whose summary text changed (an extractive fallback) but whose
     summary requests did not.
+    ``gold_dir``: another set of gold files (default ``evals/gold``), e.g. sessions of your own labelled
+    before reading distill's output on them; their ``input`` may be an absolute path.
     """
     from evals.llm_adapter import LLMJudge, LLMSummariser, ModelMeta, recorded_models
 
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     say = progress or (lambda _msg: None)
     t0 = time.perf_counter()
-    golds = [g for g in load_gold() if (not cases or g.id in cases) and (split is None or g.split == split)]
+    all_golds = load_gold(gold_dir) if gold_dir else load_gold()
+    golds = [g for g in all_golds if (not cases or g.id in cases) and (split is None or g.split == split)]
     if cases and len(golds) != len(set(cases)):
-        known = {g.id for g in load_gold()}
+        known = {g.id for g in all_golds}
         raise ValueError(f"unknown eval case(s): {', '.join(sorted(set(cases) - known))}")
     if record and not model:
         raise ValueError("--record needs --model (the litellm model string to record against)")

@@ -20,15 +20,19 @@ recorded: ``evals/cassettes/summaries/openai--qwen2.5-coder-1.5b-instruct/_recor
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from evals import gates
 from evals import metrics as M
-from evals.dataset import Gold, GoldDecision, load_gold
+from evals.dataset import ROOT, Gold, GoldDecision, load_gold
 from evals.run import EvalResult, EvalRun, evaluate, prepare
 from pipeline.facts.lang import guess_language
 from pipeline.models import SessionSummary
+from tests.corpus import CORPUS, require_corpus
 
 # Measured 2026-12-03 on the 37 dev sessions (21 + 16 added with this change): 0.6396 since phases name the
 # commands they ran, earlier change reports and cover the whole session (0.50 before on the same 37).
@@ -430,3 +434,20 @@ def test_secret_patterns_independent_of_redactor() -> None:
     g = _gold(secrets=["hunter2-Prod!"])
     leaks = M.secrets_leaked("key sk-proj-Zq8vN3xT5bL2mK9pR4wY7cH1 and hunter2-Prod!", g)
     assert len(leaks) == 2 and all("…" in x for x in leaks)
+
+
+def test_a_gold_set_of_your_own_is_scored(tmp_path: Path) -> None:
+    """``python -m evals --gold-dir DIR`` scores sessions labelled outside the repository (absolute inputs)."""
+    require_corpus()
+    session = CORPUS / "specstory" / "skillz-combine-design-docs.md"
+    (tmp_path / "gold").mkdir()
+    (tmp_path / "gold" / "mine.yaml").write_text(
+        f"id: mine\nsplit: dev\ninput: {session}\norigin: t\nwhy: t\nlanguage: en\nend_state: failed\n"
+        "goal: Merge two design documents.\noutput_files: [DESIGN-combined.md, NOT-WRITTEN.md]\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "evals", "--summarizer", "extractive", "--gold-dir",
+                           str(tmp_path / "gold"), "--no-plot", "--out", str(tmp_path / "out")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    row = next(line for line in done.stdout.splitlines() if " mine " in line)
+    assert row.split()[1:4] == ["mine", "1.00", "0.50"], done.stdout  # one of the two gold files found, no extra
+    assert "resolved" in row and "✗" in row  # the session's honest end state, scored against a gold that disagrees
+    assert done.returncode == 1  # the dev floors are not met by a one-session set with a wrong-on-purpose gold
