@@ -542,7 +542,7 @@ def flagged(text: str) -> tuple[int, ...]:
 # --------------------------------------------------------------------------- text
 
 
-def _apply(rule: Rule, text: str, lowered: str) -> str:
+def _apply(rule: Rule, text: str, lowered: str, found: dict[str, str] | None = None) -> str:
     if rule.lower and len(lowered) != len(text):
         pattern, haystack = rule.pattern_ci, text
     else:
@@ -576,6 +576,8 @@ def _apply(rule: Rule, text: str, lowered: str) -> str:
                     s -= 1
         if s < last:
             continue
+        if found is not None:
+            found.setdefault(text[s:e], kind)
         out.append(text[last:s])
         out.append(_mark(kind))
         last = e
@@ -585,8 +587,9 @@ def _apply(rule: Rule, text: str, lowered: str) -> str:
     return "".join(out)
 
 
-def redact(text: str) -> str:
-    """Return ``text`` with every secret replaced by ``[REDACTED:<KIND>]``."""
+def redact(text: str, found: dict[str, str] | None = None) -> str:
+    """Return ``text`` with every secret replaced by ``[REDACTED:<KIND>]``; each masked value goes into
+    ``found`` (value → kind) when it is given."""
     if not text:
         return text
     hits = flagged(text)
@@ -597,7 +600,7 @@ def redact(text: str) -> str:
         rule = RULES[i]
         if rule.lower and lowered is None:
             lowered = text.lower()
-        new = _apply(rule, text, lowered if lowered is not None else text)
+        new = _apply(rule, text, lowered if lowered is not None else text, found)
         if new is not text:
             # Masks only replace values, and later rules skip masks: no new screen is needed.
             text, lowered = new, None
@@ -615,74 +618,139 @@ def redact_full(text: str) -> str:
     return text
 
 
-def _redact_value(value: Any, key: str | None = None) -> Any:
-    """Redact a JSON-like value; a dict key that names a secret masks its scalar value whole."""
+def _redact_value(value: Any, key: str | None = None, found: dict[str, str] | None = None,
+                  text: Callable[[str], str] | None = None) -> Any:
+    """Redact a JSON-like value; a dict key that names a secret masks its scalar value whole.
+    ``text`` replaces ``redact`` for the strings (the session's echo pass)."""
     if isinstance(value, str):
         if key is not None and SECRET_NAME.search(key):
             kind = _value_kind(key, value)
             if kind is not None:
+                if found is not None:
+                    found.setdefault(value.strip(), kind)
                 return _mark(kind)
-        return redact(value)
+        return text(value) if text is not None else redact(value, found)
     if isinstance(value, dict):
-        return {k: _redact_value(v, str(k)) for k, v in value.items()}
+        return {k: _redact_value(v, str(k), found, text) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return type(value)(_redact_value(v, key) for v in value)
+        return type(value)(_redact_value(v, key, found, text) for v in value)
     return value
+
+
+# --------------------------------------------------------------------------- echoes
+# A secret is often labelled once and repeated bare: the user pastes a password alone ("z?8yDzGU…!
+# 转译字符", please URL-encode it), the reply then says "密码 `z?8yDzGU…!`" and builds a connection string
+# from its URL-encoded form. Each text is redacted on its own, so the bare copy would survive. Whatever a
+# rule masked anywhere in a session is therefore masked everywhere in it, in its URL-encoded and decoded
+# spellings too. Only values no prose or code would hold by chance are echoed: a password "postgres" must
+# not take every mention of PostgreSQL with it, a key assigned from `OPENAI_API_KEY` not every mention of
+# that variable, a value that is a path not the file it names.
+_PLAIN_NAME = re.compile(r"[A-Za-z_.\-]+")
+
+
+def _echoable(value: str) -> bool:
+    v = value.strip()
+    if len(v) < 8 or _ALREADY in v or _is_placeholder(v) or any(ch.isspace() or ch in "/\\" for ch in v):
+        return False
+    return any(ch.isalpha() for ch in v) and not _PLAIN_NAME.fullmatch(v)
+
+
+def _echo_pattern(found: dict[str, str]) -> tuple[re.Pattern[str], dict[str, str]] | None:
+    """One alternation of every echoable value and its URL spellings, longest first, and each
+    spelling's kind; None when there is nothing to echo."""
+    from urllib.parse import quote, unquote
+
+    kinds: dict[str, str] = {}
+    for value, kind in found.items():
+        v = value.strip().strip("`'\"")  # a span a rule masked may keep the value's quotes
+        if _echoable(v):
+            for spelling in (v, quote(v, safe=""), unquote(v)):
+                if _echoable(spelling):
+                    kinds.setdefault(spelling, kind)
+    if not kinds:
+        return None
+    return re.compile("|".join(re.escape(v) for v in sorted(kinds, key=len, reverse=True))), kinds
+
+
+def _echo_masker(found: dict[str, str]) -> Callable[[str], str] | None:
+    compiled = _echo_pattern(found)
+    if compiled is None:
+        return None
+    pattern, kinds = compiled
+    return lambda text: pattern.sub(lambda m: _mark(kinds[m.group()]), text) if text else text
 
 
 # --------------------------------------------------------------------------- models
 
 
-def redact_message(m: Message) -> Message:
-    """Redact content, tool-call arguments, reasoning and carrier summary. Unchanged → same object."""
+def redact_message(m: Message, found: dict[str, str] | None = None,
+                   text: Callable[[str], str] | None = None) -> Message:
+    """Redact content, tool-call arguments, reasoning and carrier summary. Unchanged → same object.
+    Masked values go into ``found``; ``text`` replaces ``redact`` (the session's echo pass)."""
+    clean: Callable[[str], str] = text if text is not None else (lambda t: redact(t, found))
     update: dict[str, Any] = {}
-    content = redact(m.content)
+    content = clean(m.content)
     if content != m.content:
         update["content"] = content
     for field in ("reasoning", "carrier_summary"):
         old = getattr(m, field)
         if old:
-            new = redact(old)
+            new = clean(old)
             if new != old:
                 update[field] = new
     if m.tool_calls:
-        calls = tuple(_redact_call(c) for c in m.tool_calls)
+        calls = tuple(_redact_call(c, found, text) for c in m.tool_calls)
         if any(a is not b for a, b in zip(calls, m.tool_calls, strict=True)):
             update["tool_calls"] = calls
     return m.model_copy(update=update) if update else m
 
 
-def _redact_call(c: ToolCall) -> ToolCall:
-    new = _redact_value(c.arguments)
+def _redact_call(c: ToolCall, found: dict[str, str] | None = None,
+                 text: Callable[[str], str] | None = None) -> ToolCall:
+    new = _redact_value(c.arguments, None, found, text)
     return c if new == c.arguments else c.model_copy(update={"arguments": new})
 
 
-def _redacted_update(messages: tuple[Message, ...], field: str, text: str | None) -> dict[str, Any]:
-    """What changes once ``messages`` and one text field are redacted; empty when nothing does.
+def _redacted_update(messages: tuple[Message, ...], fields: dict[str, str | None],
+                     found: dict[str, str] | None = None, text: Callable[[str], str] | None = None) -> dict[str, Any]:
+    """What changes once ``messages`` and the text ``fields`` are redacted; empty when nothing does.
 
     Unchanged objects are kept as they are, so redacting clean data allocates nothing new.
     """
+    clean: Callable[[str], str] = text if text is not None else (lambda t: redact(t, found))
     update: dict[str, Any] = {}
-    redacted = tuple(redact_message(m) for m in messages)
+    redacted = tuple(redact_message(m, found, text) for m in messages)
     if any(a is not b for a, b in zip(redacted, messages, strict=True)):
         update["messages"] = redacted
-    if text:
-        clean = redact(text)
-        if clean != text:
-            update[field] = clean
+    for name, value in fields.items():
+        if value and (new := clean(value)) != value:
+            update[name] = new
     return update
 
 
-def redact_session(s: Session) -> Session:
-    """Redact every message, the title and the transcript's file name (a name can hold a token).
-    ``cwd`` and other paths are left as they are."""
-    update = _redacted_update(s.messages, "title", s.title)
-    if s.transcript and (where := redact(s.transcript)) != s.transcript:
-        update = {**(update or {}), "transcript": where}
+def _redact_all(messages: tuple[Message, ...], fields: dict[str, str | None],
+                found: dict[str, str]) -> dict[str, Any]:
+    """Redact, then mask every echo of what was masked (``found`` gains the session's values)."""
+    update = _redacted_update(messages, fields, found)
+    echo = _echo_masker(found)
+    if echo is None:
+        return update
+    again = _redacted_update(update.get("messages", messages), {k: update.get(k, v) for k, v in fields.items()},
+                             text=echo)
+    return {**update, **again}
+
+
+def redact_session(s: Session, found: dict[str, str] | None = None) -> Session:
+    """Redact every message, the title and the transcript's file name (a name can hold a token), and
+    every echo of a masked value elsewhere in the session. ``cwd`` and other paths are left as they are.
+    ``found`` (value → kind) receives what was masked, for the session's chunks (``redact_chunk``)."""
+    update = _redact_all(s.messages, {"title": s.title, "transcript": s.transcript},
+                         found if found is not None else {})
     return s.model_copy(update=update) if update else s
 
 
-def redact_chunk(c: Chunk) -> Chunk:
-    """Redact a chunk's messages and its Hermes checkpoint text."""
-    update = _redacted_update(c.messages, "checkpoint", c.checkpoint)
+def redact_chunk(c: Chunk, known: dict[str, str] | None = None) -> Chunk:
+    """Redact a chunk's messages and its Hermes checkpoint text, echoes of ``known`` values included
+    (what ``redact_session`` found in the whole session: a chunk may hold only the bare copy)."""
+    update = _redact_all(c.messages, {"checkpoint": c.checkpoint}, dict(known or {}))
     return c.model_copy(update=update) if update else c

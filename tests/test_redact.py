@@ -151,6 +151,43 @@ def test_redact_chunk_checkpoint():
     assert "sk-abcdef" not in (r.checkpoint or "")
 
 
+def _talk(*texts: str) -> Session:
+    return Session(id="s-echo", source="cli", started_at="2026-01-20T08:00:00Z",
+                   messages=tuple(Message(role="user" if i % 2 == 0 else "assistant", content=t)
+                                  for i, t in enumerate(texts)))
+
+
+def test_a_secret_masked_once_is_masked_wherever_the_session_repeats_it():
+    """The user pastes a password alone; the reply labels it and builds a URL from its encoded form."""
+    s = _talk("z?8yDzGUiurAM7! 转译字符",
+              "密码 `z?8yDzGUiurAM7!` 的 URL 编码结果：z%3F8yDzGUiurAM7%21",
+              "写入 .env：DATABASE_URL=postgresql://postgres:z%3F8yDzGUiurAM7%21@db.example.supabase.co:5432/postgres")
+    found: dict[str, str] = {}
+    r = redact_session(s, found)
+    dumped = r.model_dump_json()
+    assert "8yDzGUiurAM7" not in dumped
+    assert r.messages[0].content.endswith(" 转译字符") and "[REDACTED:" in r.messages[0].content
+    assert "z%3F8yDzGUiurAM7%21" in found  # handed on to the session's chunks
+    assert redact_session(r) == r  # idempotent
+
+
+def test_an_echo_in_another_chunk_is_masked_with_what_the_session_found():
+    s = _talk("password: hunter2-Prod!", "ok", "later I typed hunter2-Prod! into the prompt by mistake")
+    found: dict[str, str] = {}
+    redact_session(s, found)
+    tail = Chunk(session_id="s-echo", generation=2, messages=(s.messages[2],))
+    assert "hunter2" in redact_chunk(tail).messages[0].content  # alone, the chunk shows no label
+    assert "hunter2" not in redact_chunk(tail, found).messages[0].content
+
+
+def test_echoes_spare_words_names_and_paths():
+    """Only values no prose would hold by chance are echoed: not a plain word, a variable name or a path."""
+    s = _talk("password: postgres", "api_key=OPENAI_API_KEY", "secret: /home/ada/.ssh/id_rsa",
+              "Use postgres with OPENAI_API_KEY set; the key file is /home/ada/.ssh/id_rsa")
+    r = redact_session(s)
+    assert r.messages[3].content == s.messages[3].content
+
+
 # --------------------------------------------------------------------------- issue 16: more formats, one pass
 
 

@@ -343,8 +343,9 @@ async def _summarise(
 ) -> tuple[SessionSummary, int, int]:
     language = LANGUAGES.get(lang, lang)
     # Idempotent, so safe even when run.py redacted already; the title reaches the prompt.
-    session = redact_session(session)
-    chunks = [redact_chunk(c) for c in chunks]
+    found: dict[str, str] = {}
+    session = redact_session(session, found)
+    chunks = [redact_chunk(c, found) for c in chunks]
     end_state, end_evidence = _end_state(session, facts)
     output_files = list(facts.output_files)
     if len(chunks) == 1:
