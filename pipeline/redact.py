@@ -644,15 +644,17 @@ def _redact_value(value: Any, key: str | None = None, found: dict[str, str] | No
 # rule masked anywhere in a session is therefore masked everywhere in it, in its URL-encoded and decoded
 # spellings too. Only values no prose or code would hold by chance are echoed: a password "postgres" must
 # not take every mention of PostgreSQL with it, a key assigned from `OPENAI_API_KEY` not every mention of
-# that variable, a value that is a path not the file it names.
+# that variable, a value that is a path not the file it names, a call a weak label caught
+# (`token: getSessionToken(request)`) not every line of code that makes it.
 _PLAIN_NAME = re.compile(r"[A-Za-z_.\-]+")
+_CALL = re.compile(r"[A-Za-z_]\w*\(")
 
 
 def _echoable(value: str) -> bool:
     v = value.strip()
     if len(v) < 8 or _ALREADY in v or _is_placeholder(v) or any(ch.isspace() or ch in "/\\" for ch in v):
         return False
-    return any(ch.isalpha() for ch in v) and not _PLAIN_NAME.fullmatch(v)
+    return any(ch.isalpha() for ch in v) and not _PLAIN_NAME.fullmatch(v) and not _CALL.search(v)
 
 
 def _echo_pattern(found: dict[str, str]) -> tuple[re.Pattern[str], dict[str, str]] | None:

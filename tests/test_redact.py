@@ -183,9 +183,11 @@ def test_an_echo_in_another_chunk_is_masked_with_what_the_session_found():
 def test_echoes_spare_words_names_and_paths():
     """Only values no prose would hold by chance are echoed: not a plain word, a variable name or a path."""
     s = _talk("password: postgres", "api_key=OPENAI_API_KEY", "secret: /home/ada/.ssh/id_rsa",
-              "Use postgres with OPENAI_API_KEY set; the key file is /home/ada/.ssh/id_rsa")
+              "sessionToken: readCookieValue(requestHeaders)",
+              "Use postgres with OPENAI_API_KEY set; the key file is /home/ada/.ssh/id_rsa; "
+              "const t = readCookieValue(requestHeaders)")
     r = redact_session(s)
-    assert r.messages[3].content == s.messages[3].content
+    assert r.messages[4].content == s.messages[4].content
 
 
 # --------------------------------------------------------------------------- issue 16: more formats, one pass
