@@ -96,6 +96,14 @@ def test_claude_code_tools() -> None:
     ]
 
 
+def test_codex_exec_command_exit_line() -> None:
+    """Codex's exec_command reports "Process exited with code N": a non-zero code is a failed run."""
+    from pipeline.facts.derive import result_failed
+
+    assert result_failed(result("x", "Chunk ID: 1\nWall time: 0.1 seconds\nProcess exited with code 1\nOutput:\nFAIL"))
+    assert not result_failed(result("x", "Chunk ID: 1\nProcess exited with code 0\nOutput:\nok"))
+
+
 def test_codex_apply_patch_headers() -> None:
     patch = (
         "*** Begin Patch\n*** Add File: web/index.html\n+<html>\n*** Update File: web/app.js\n"

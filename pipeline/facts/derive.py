@@ -153,7 +153,8 @@ def _parse_object(text: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-_EXIT_LINE = re.compile(r"^Exit code:? (-?\d+)", re.M)
+# Claude Code and Codex's shell tool say "Exit code: 1"; Codex's exec_command "Process exited with code 1".
+_EXIT_LINE = re.compile(r"^(?:Exit code:?|Process exited with code) (-?\d+)", re.M)
 
 
 def _exit_code(result: dict[str, Any] | None, text: str) -> int | None:
@@ -162,7 +163,7 @@ def _exit_code(result: dict[str, Any] | None, text: str) -> int | None:
         code = result.get("exit_code", meta.get("exit_code") if isinstance(meta, dict) else None)
         if isinstance(code, int):
             return code
-    if "xit code" not in text:
+    if "xit code" not in text and "xited with code" not in text:
         return None
     m = _EXIT_LINE.search(text)  # Codex and Claude Code plain-text results
     return int(m.group(1)) if m else None

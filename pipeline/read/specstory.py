@@ -103,15 +103,20 @@ def _args_from_summary(summary: str) -> tuple[str | None, dict[str, Any]]:
     return None, args
 
 
-def _tool_from_inner(name: str, inner: str) -> tuple[dict[str, Any], str]:
-    """Arguments and body text of one tool block (``inner`` = markup inside the tool wrapper)."""
+def _tool_from_inner(name: str, inner: str, kind: str = "") -> tuple[dict[str, Any], str]:
+    """Arguments and body text of one tool block (``inner`` = markup inside the tool wrapper; ``kind`` = its
+    ``data-tool-type``)."""
     sm = _SUMMARY.search(inner)
     summary = html.unescape(sm.group(1)).strip() if sm else ""
     summary = re.sub(r"^Tool use: \*\*[\w.-]+\*\*\s*(?:•\s*)?", "", summary).strip()
     _, args = _args_from_summary(summary)
     body = _SUMMARY.sub("", inner)
     body = html.unescape(re.sub(r"</?details>", "", body)).strip()
-    paths = _PATCH_PATH.findall(body)
+    if kind == "shell" and "command" not in args and (command := _shell_command(summary, body)):
+        args["command"] = command
+    if (patch := _rendered_patch(body)) is not None:
+        args.setdefault("input", patch)
+    paths = _PATCH_PATH.findall(body) or _PATCH_PATH.findall(str(args.get("input", "")))
     if paths:
         args.setdefault("path", paths[0].strip())
         if len(paths) > 1:
@@ -124,6 +129,52 @@ def _tool_from_inner(name: str, inner: str) -> tuple[dict[str, Any], str]:
     return args, body
 
 
+# v2.1 shows a shell call's command as a code span: the summary's whole text (Codex CLI: "Tool use:
+# **exec_command** `npm test`") or a line of its own under the call's description (Claude Code's Bash); a
+# command of several lines is the ```bash fence the body opens with, before the output's fence.
+_SPAN_LINE = re.compile(r"^`([^\n]+)`$")
+_LEAD_FENCE = re.compile(r"\A(?:[^`\n][^\n]*\n+)?```(?:bash|sh|shell|zsh|powershell|pwsh|cmd)[ \t]*\n(.*?)\n```", re.S)
+
+
+def _shell_command(summary: str, body: str) -> str | None:
+    """The command of a v2.1 shell block whose summary holds no "Run command:" (see ``_SPAN_LINE``)."""
+    if m := _SPAN_LINE.match(summary):
+        return m.group(1).strip() or None
+    head = body.split("```", 1)[0]
+    for line in head.strip().split("\n"):
+        if m := _SPAN_LINE.match(line.strip()):
+            return m.group(1).strip() or None
+    if m := _LEAD_FENCE.match(body):
+        return m.group(1).strip() or None
+    return None
+
+
+# SpecStory's Codex CLI export renders an ``apply_patch`` input as one section per file: a bold header
+# ("**Update: `src/a.js`**"; Add, Modify, Update, Delete) over a ```diff fence of that file's patch lines,
+# a Delete header over nothing. A "*** Move to:" line stays inside the fence, as the patch had it.
+_RENDERED_HEADER = re.compile(r"^\*\*(Add|Modify|Update|Delete): `([^`\n]+)`\*\*[ \t]*$", re.M)
+# The fence SpecStory wraps content in is longer than any backtick run inside it.
+_FENCED = re.compile(r"^(`{3,})[^\n`]*\n(.*?)^\1[ \t]*$", re.M | re.S)
+_RENDERED_VERB = {"Add": "Add", "Modify": "Update", "Update": "Update", "Delete": "Delete"}
+
+
+def _rendered_patch(body: str) -> str | None:
+    """The ``*** Begin Patch`` text a rendered apply_patch block was made from (headers and patch
+    lines), so the call carries its input as Codex's own rollout does; None for any other body."""
+    headers = list(_RENDERED_HEADER.finditer(body))
+    if not headers:
+        return None
+    lines = ["*** Begin Patch"]
+    for i, h in enumerate(headers):
+        verb, path = h.group(1), h.group(2).strip()
+        lines.append(f"*** {_RENDERED_VERB[verb]} File: {path}")
+        section = body[h.end():headers[i + 1].start() if i + 1 < len(headers) else len(body)]
+        if verb != "Delete" and (fence := _FENCED.search(section)):
+            lines.extend(fence.group(2).rstrip("\n").split("\n"))
+    lines.append("*** End Patch")
+    return "\n".join(lines)
+
+
 def _classify(segment: str) -> list[tuple[str, dict[str, Any], str] | str]:
     """A segment as a list of tool calls ``(name, args, body)`` and prose strings, in order."""
     if "<tool-use" in segment:
@@ -134,7 +185,7 @@ def _classify(segment: str) -> list[tuple[str, dict[str, Any], str] | str]:
                 parts.append(segment[pos:m.start()].strip())
             attrs = dict(_ATTR.findall(m.group(1)))
             name = attrs.get("name") or "unknown"
-            args, body = _tool_from_inner(name, m.group(2))
+            args, body = _tool_from_inner(name, m.group(2), attrs.get("type", ""))
             parts.append((name, args, body))
             pos = m.end()
         if segment[pos:].strip():
