@@ -96,6 +96,24 @@ def test_claude_code_tools() -> None:
     ]
 
 
+def test_write_and_edit_without_a_path_argument_take_the_file_their_result_names() -> None:
+    """An export that drops a Write's arguments (SpecStory shows the content alone) still has the tool's own
+    result line naming the file: "File created successfully at: …", "The file … has been updated"."""
+    assert touches(
+        call("a", "Write", {"summary": ""}),
+        result("a", "```python\nprint('x')\n```\n\n```text\nFile created successfully at: "
+                    f"{CWD}/scripts/report.py (file state is current in your context)\n```"),
+        call("b", "Edit", {}),
+        result("b", f"```text\nThe file {CWD}/My Docs/a.md has been updated. Here's the result of running `cat -n`…\n```"),
+        call("c", "Write", {}),
+        result("c", "The file has been updated."),  # names no file: nothing to list
+        call("d", "Write", {}),
+        result("d", "<tool_use_error>File has not been read yet.</tool_use_error>"),
+        call("e", "Read", {}),
+        result("e", f"File created successfully at: {CWD}/quoted.py"),  # a read's text is the file's, not the tool's
+    ) == [("scripts/report.py", "created"), ("My Docs/a.md", "modified")]
+
+
 def test_codex_exec_command_exit_line() -> None:
     """Codex's exec_command reports "Process exited with code N": a non-zero code is a failed run."""
     from pipeline.facts.derive import result_failed

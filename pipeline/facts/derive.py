@@ -344,6 +344,8 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
         return
     stated = result.get("path") if result else None
     path = stated if isinstance(stated, str) and stated else _arg_path(args)
+    if path is None and result_msg is not None and lname in _CHANGE_TOOLS:
+        path = _result_path(result_msg.content)
     action: FileAction | None = None
     if lname in _EDITOR_TOOLS:
         action = {"create": "created", "view": "read"}.get(str(args.get("command")), "modified")
@@ -362,6 +364,22 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
             if _CHANGE_VERB.search(words) else None
     if action:
         out.add(path, action, name)
+
+
+# What Claude Code's Write and Edit say they did, naming the file: an export that drops the call's
+# arguments (SpecStory renders a Write as its content alone) keeps this line, the tool's own word.
+_RESULT_PATH = re.compile(r"^(?:File created successfully at: ([^\n]*)|The file ([^\n]+?) has been (?:updated|created|written)\b)",
+                          re.M)
+
+
+def _result_path(text: str) -> str | None:
+    """The file a write or edit tool's plain-text result names (its last such line: an export puts the
+    result after the content it wrote), else None."""
+    if "File created successfully at: " not in text and "The file " not in text:
+        return None
+    found = [m.group(2) or m.group(1).split(" (file state")[0] for m in _RESULT_PATH.finditer(text)]
+    found = [f.strip() for f in found if f.strip()]
+    return found[-1] if found else None
 
 
 #: What ``_call_touches`` adds for one call: ``(path, action, tool, base)`` each.
