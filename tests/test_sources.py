@@ -323,9 +323,41 @@ def test_aider_several_sessions_per_file() -> None:
     assert not any("<thinking-content" in m.content for s in sessions for m in s.messages)
     assert any(m.reasoning and "thinking-content" in m.reasoning for s in sessions for m in s.messages)
     edits = [c for s in sessions for c in calls(s)]
-    assert len(edits) == 5 and all(c.name in ("aider_apply_edit", "aider_commit") for c in edits)
+    # 3 "Applied edit to", 2 "Commit", 3 "Create new file? … y" lines
+    assert len(edits) == 8 and Counter(c.name for c in edits) == {"aider_apply_edit": 3, "aider_commit": 2,
+                                                                   "aider_create_file": 3}
     assert any(re.search("[а-яА-Я]", m.content) for s in sessions for m in s.messages if m.role == "user")
     assert all(s.source == "aider" and s.origin == "aider-md" for s in sessions)
+
+
+def test_aider_create_new_file_confirmations(tmp_path: Path) -> None:
+    """aider asks before creating a file the model named; a yes creates it even when the edit batch then
+    fails before any "Applied edit to" line; a no, or a write aider reports it could not make, creates nothing."""
+    f = tmp_path / ".aider.chat.history.md"
+    f.write_text(
+        "# aider chat started at 2026-02-03 09:00:00\n\n"
+        "> Main model: some-model with whole edit format  \n\n"
+        "#### build the package skeleton  \n\n"
+        "pkg/core.py\n```\nX = 1\n```\n\nnotes\n```\nsome prose the model fenced\n```\n\n"
+        "> Tokens: 1k sent, 2k received.  \n"
+        "> pkg/core.py  \n> Create new file? (Y)es/(N)o [Yes]: y  \n"
+        "> pkg/__init__.py  \n> Create new file? (Y)es/(N)o [Yes]: y  \n"
+        "> notes  \n> Create new file? (Y)es/(N)o [Yes]: n  \n> Skipping edits to notes  \n"
+        "> locked/out.py  \n> Create new file? (Y)es/(N)o [Yes]: y  \n"
+        "> Unable to write file C:\\work\\proj\\locked\\out.py after 5 attempts: [Errno 13] Permission denied  \n"
+        "> list index out of range  \n"
+        "> Commit 1a2b3c4 feat: skeleton  \n\n"
+        "#### fix core  \n\n"
+        "pkg/core.py\n```\nX = 2\n```\n\n"
+        "> Applied edit to pkg/core.py  \n",
+        encoding="utf-8",
+    )
+    s = one(f)
+    from pipeline.facts.derive import derive_facts
+
+    assert [(t.path, t.action) for t in derive_facts(s).files] == [
+        ("pkg/core.py", "created"), ("pkg/__init__.py", "created")]
+    assert not any("Create new file" in m.content for m in s.messages if m.role == "user")
 
 
 def test_aider_single_turn_without_edits() -> None:

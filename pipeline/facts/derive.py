@@ -56,7 +56,8 @@ COMMAND_TOOLS = frozenset({
     "local_shell", "run_shell_command", "execute_bash",
 })
 _READ_TOOLS = frozenset({"read_file", "read", "read_file_v2", "view_file"})
-_WRITE_TOOLS = frozenset({"write_file", "write", "create_file"})
+_WRITE_TOOLS = frozenset({"write_file", "write", "create_file",
+                          "aider_create_file"})  # aider's "Create new file? … y" (pipeline.read.aider)
 _EDIT_TOOLS = frozenset({
     "patch", "edit", "str_replace", "multiedit", "notebookedit", "edit_file", "edit_file_v2",
     "search_replace", "replace", "insert",
