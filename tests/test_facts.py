@@ -365,6 +365,24 @@ def test_claims_of_a_finished_edit_name_the_file_in_an_export_without_edit_tools
     assert edited(u("x"), a("I've updated `a.md`."), source="claude-code") == []  # tool calls are the evidence there
 
 
+def test_a_change_list_names_the_files_it_changed_in_an_export_without_edit_tools() -> None:
+    """A reply's closing change list leaves out its subject: "- Added a guard in `throttle.py`". Its items open
+    with a change verb; an item may list several files; a file the change only uses or is about, an item that
+    reports a check, advice and a plan name no changed file. A bare name takes the path the session shows."""
+    reply = ("**Update**\n- Added a guard in `throttle.py` so bot commands are dropped.\n"
+             "- Extended `test_throttle.py` with a bot-command case.\n"
+             "- **Broadened** annotations (`chat_meta.py`, `monitor.py`) to accept the adapter.\n"
+             "- Switched the client to the shared factory from `clients.py`.\n"
+             "- Verified `settings.py` still loads.\n"
+             "- Updated docs for `parser.py` in `README.md`.\n"
+             "1. Added retries? Not sure yet in `retry.py`\n\n"
+             "**Tests**\n- `.venv/bin/pytest tests/unit/test_throttle.py`\n\nNext: you could add a test in `e2e.py`.")
+    assert edited(u("ignore other bots"), a(reply)) == [
+        "throttle.py", "tests/unit/test_throttle.py", "chat_meta.py", "monitor.py", "README.md"]
+    assert edited(u("x"), a("Plan:\n- Add a guard in `throttle.py`\n- Update `a.py`")) == []  # not done yet
+    assert edited(u("x"), a(reply), source="claude-code") == []  # tool calls are the evidence there
+
+
 def test_an_empty_fence_is_a_copilot_edit_of_the_file_its_sentence_names() -> None:
     """Class seen on unseen VS Code Copilot exports: every applied edit is an empty fence. The sentence right
     before it names the file; one that names none goes on with the file edited last; a reply that opens with

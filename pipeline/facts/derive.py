@@ -702,7 +702,34 @@ def _claimed_edits(text: str, known: Sequence[str]) -> list[str]:
             at = _PROSE_PATH.search(sentence)
             if at is None or not _ABOUT.search(sentence[:at.start()]):
                 found.append(name)
+        elif (item := _CHANGE_ITEM.match(sentence)) and "?" not in sentence and not _ADVICE.search(sentence):
+            found += _item_files(item.group(1), known)
     return found
+
+
+# A change list's item: a past-tense change verb opens it, its subject the assistant left out ("- Added a
+# guard in `throttle.py`", "- **Updated** `a.py` and `b.py`"). Verbs that only look ("Verified", "Ran",
+# "Checked") are not in the list: an item that reports a check changed nothing.
+_CHANGE_ITEM = re.compile(
+    r"^\s*+(?:[-*+•]|\d+[.)])\s++(?:\*\*)?((?:Added|Updated|Edited|Modified|Changed|Extended|Fixed|Patched|Created|"
+    r"Rewrote|Rewritten|Refactored|Replaced|Implemented|Introduced|Tightened|Broadened|Adjusted|Reworked|Wired|"
+    r"Converted|Expanded|Hardened|Simplified|Wrote|Inserted|Appended|Switched|Made)\b.*)$")
+# A file after these words is what the change uses or is about, not where it was made ("switched to `x.ts`").
+_NOT_CHANGED_AT = re.compile(
+    r"\b(?:for|of|about|from|on|against|describing|covering|use|uses|using|via|like|than|instead of|matching|"
+    r"import|imports|importing|calls|calling)\s+(?:the\s+)?[`'\"(]?$", re.I)
+
+
+def _item_files(item: str, known: Sequence[str]) -> list[str]:
+    """The files one change-list item names as changed (an item may list several: "annotations (`a.py`, `b.py`)")."""
+    out = []
+    for m in _PROSE_PATH.finditer(item):
+        if _NOT_CHANGED_AT.search(item[max(0, m.start() - 40):m.start()]):
+            continue
+        name = m.group(1)
+        hits = {k for k in known if k == name or k.endswith("/" + name)}
+        out.append(hits.pop() if len(hits) == 1 else name)
+    return out
 
 
 # ``git status`` (long form), ``git status --porcelain`` and ``--stat`` lines, in output or pasted by the user.
