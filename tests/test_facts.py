@@ -399,16 +399,27 @@ def test_an_empty_fence_is_a_copilot_edit_of_the_file_its_sentence_names() -> No
 
 
 def test_the_work_tree_report_lists_outputs_once_the_session_has_edited() -> None:
-    """``git status`` (long or porcelain) and ``--stat`` output, pasted or run, after the first edit; never a merge."""
+    """``git status`` (long or porcelain) and ``--stat`` output, pasted or run, after the first edit; never a merge.
+    The report lists every change since the last commit, so an entry counts when the session's own words or
+    calls name the file, or when the tree was shown clean before the session changed anything."""
     porcelain = "`✗ git status --porcelain\nM  .github/instructions.md\nA  docs/plans/14.review.md\n" \
-                "A  .specstory/history/2025-07-26_x.md\n?? notes.txt`"
-    first = a("I have updated `docs/src/gui.md`.")
+                "A  .specstory/history/2025-07-26_x.md\n?? notes.txt\nM  src/version.ts`"
+    first = a("I have updated `docs/src/gui.md`. Next: `.github/instructions.md`, the plan 14.review.md, notes.txt.")
     assert edited(u("go"), first, u(f"commit these:\n    {porcelain}")) == [
         "docs/src/gui.md", ".github/instructions.md", "docs/plans/14.review.md", "notes.txt"]
+    # version.ts and the others were changed before the session began: nothing the session did names them
+    assert edited(u("go"), a("I have updated `docs/src/gui.md`."), u(porcelain)) == ["docs/src/gui.md"]
+    assert edited(u("go"), a("I have updated `docs/src/gui.md`."), u(porcelain), a("About `myversion.ts`.")) == [
+        "docs/src/gui.md"]  # not a mention of version.ts
+    clean = call("c", "run_terminal_cmd", {"command": "git status"})
+    assert edited(u("go"), clean, result("c", "On branch main\nnothing to commit, working tree clean\n"),
+                  a("I have updated `docs/src/gui.md`."), u(porcelain)) == [
+        "docs/src/gui.md", ".github/instructions.md", "docs/plans/14.review.md", "notes.txt", "src/version.ts"]
     assert edited(u(porcelain), a("ok")) == []  # the state before the session changed anything
     long_form = ("On branch main\nChanges not staged for commit:\n\tmodified:   src/a b.ts\n\tnew file:   app/[id]/(x)/b.ts\n"
                  "\trenamed:    old.ts -> src/c.ts\n\tdeleted:    src/gone.ts\n")
     run = call("g", "run_terminal_cmd", {"command": "git status"})
+    first = a("I have updated `docs/src/gui.md`. Next: `a b.ts`, b.ts, c.ts and gone.ts, x.ts and README.md.")
     touched = [t for t in derive_facts(Session(id="s", source="specstory", messages=(
         u("x"), first, run, result("g", long_form)))).files]
     assert [(t.path, t.action) for t in touched] == [

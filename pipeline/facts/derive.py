@@ -431,15 +431,21 @@ def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source:
     prose = source in _PROSE_EDIT_SOURCES and not any(
         c.name.lower() in _CHANGE_TOOLS for m in messages for c in m.tool_calls)
     edits = _ProseEdits(_locator(messages, cwd)) if prose else None
+    work = _work_words(messages) if prose else ""
+    clean = False  # the work tree was shown clean before the session changed anything
     skill_dirs: dict[str, str] = {}
     for m in messages:
         if edits is not None:
             for path in edits.feed(m, [t.path for t in out.result()]):
                 out.add(path, "modified", "edit_block")
-            # The work tree's own report of what changed, once the session has changed something.
+            clean = clean or (not out.result() and m.role in ("user", "tool") and bool(_CLEAN_TREE.search(m.content)))
+            # The work tree's own report of what changed, once the session has changed something. It lists every
+            # change since the last commit, the ones made before the session too: an entry counts when the tree
+            # was clean before the session's first change, or when the session's own work names that file.
             if out.result() and m.role in ("user", "tool"):
                 for path, action in worktree_report(m.content):
-                    out.add(path, action, "git_status")
+                    if clean or _names(work, path):
+                        out.add(path, action, "git_status")
         for call in m.tool_calls if m.role == "assistant" else ():
             result = results.get(call.id) if call.id else None
             # Only a result that names a skill folder is parsed here: the rest is parsed once, in _call_ops.
@@ -456,6 +462,25 @@ def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source:
         return out.result()
     # The locator already holds every path the session shows: the same set names the bare ones.
     return _resolve_bare_names(out.result(), edits.locator.shown)
+
+
+_CLEAN_TREE = re.compile(r"nothing to commit,? \(?working (?:tree|directory) clean")
+
+
+def _work_words(messages: Sequence[Message]) -> str:
+    """What the assistant wrote and its tool calls' arguments, joined: where the session's own work names files
+    (not tool output, where a status report or a listing names every file, nor the user's pastes)."""
+    texts = [s for m in messages for c in m.tool_calls for s in arg_strings(c.arguments)]
+    texts += [m.content for m in messages if m.role == "assistant"]
+    return "\n".join(texts)
+
+
+def _names(words: str, path: str) -> bool:
+    """``words`` mention ``path``'s file name as a word of its own (``a.py`` is not in ``data.py``)."""
+    base = posixpath.basename(path.rstrip("/"))
+    if not base or base not in words:
+        return False
+    return bool(re.search(rf"(?<![\w.-]){re.escape(base)}(?![\w-])", words))
 
 
 #: Hermes ``skill_manage`` actions that write a skill's files (``view``/``list``/``delete`` do not produce one).
