@@ -114,6 +114,30 @@ def test_write_and_edit_without_a_path_argument_take_the_file_their_result_names
     ) == [("scripts/report.py", "created"), ("My Docs/a.md", "modified")]
 
 
+def test_files_a_script_the_session_wrote_writes_once_it_ran() -> None:
+    """A script the session wrote writes what its code writes, once the session shows it ran: a later command
+    that names it and did not fail, or (the export hid the command) a later reply that names the file."""
+    code = "import pandas as pd\ndf = pd.read_csv('in.csv')\ndf.to_csv('out/summary.csv')\nopen('report.md', 'w').write('x')\n"
+    assert touches(
+        call("w", "Write", {"file_path": f"{CWD}/analysis.py", "content": code}),
+        result("w", f"File created successfully at: {CWD}/analysis.py"),
+        call("r", "Bash", {"command": "cd /home/ana/src/proj && python analysis.py"}),
+        result("r", "done"),
+    ) == [("analysis.py", "created"), ("out/summary.csv", "created"), ("report.md", "created")]
+    never_ran = touches(call("w", "Write", {"file_path": f"{CWD}/analysis.py", "content": code}), result("w", "ok"),
+                        a("Next I will run it to write `report.md`. Should it also write summary.csv?"),
+                        call("r", "Bash", {"command": "python other_analysis.py"}), result("r", "ok"))
+    assert never_ran == [("analysis.py", "created")]  # a plan and a question are no evidence it ran
+    failed = touches(call("w", "Write", {"file_path": f"{CWD}/analysis.py", "content": code}), result("w", "ok"),
+                     call("r", "Bash", {"command": "python analysis.py"}), result("r", "Exit code 1\nTraceback…"))
+    assert failed == [("analysis.py", "created")]
+    hidden = touches(call("w", "Write", {"content": code}),
+                     result("w", f"File created successfully at: {CWD}/analysis.py"),
+                     call("r", "PowerShell", {"description": "Run the analysis"}), result("r", "rows: 12"),
+                     a("Artifacts: `analysis.py` and `summary.csv`."))
+    assert hidden == [("analysis.py", "created"), ("out/summary.csv", "created")]
+
+
 def test_codex_exec_command_exit_line() -> None:
     """Codex's exec_command reports "Process exited with code N": a non-zero code is a failed run."""
     from pipeline.facts.derive import result_failed

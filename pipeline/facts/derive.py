@@ -434,7 +434,11 @@ def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source:
     work = _work_words(messages) if prose else ""
     clean = False  # the work tree was shown clean before the session changed anything
     skill_dirs: dict[str, str] = {}
+    scripts = _Scripts()
     for m in messages:
+        if m.role == "assistant" and scripts.pending:
+            for op in scripts.named_in(m.content):
+                out.add(*op)
         if edits is not None:
             for path in edits.feed(m, [t.path for t in out.result()]):
                 out.add(path, "modified", "edit_block")
@@ -457,6 +461,8 @@ def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source:
                 _skill_touch(call.arguments, result, skill_dirs, out)
             else:
                 for op in _call_ops(call, result):
+                    out.add(*op)
+                for op in scripts.follow(call, result):
                     out.add(*op)
     if edits is None:
         return out.result()
@@ -481,6 +487,58 @@ def _names(words: str, path: str) -> bool:
     if not base or base not in words:
         return False
     return bool(re.search(rf"(?<![\w.-]){re.escape(base)}(?![\w-])", words))
+
+
+class _Scripts:
+    """What a Python script the session wrote itself writes (``pycode`` reads the write tool's content), once the
+    session shows the script ran: a later command that names the script and did not fail, or a later reply that
+    names the file it wrote ("Artifacts: `by_position.csv`"), where the export hides the command that ran it."""
+
+    _CONTENT_KEYS = ("content", "file_text", "contents")
+
+    def __init__(self) -> None:
+        #: script file name → the (path, action, base) its code writes and the session has not yet shown
+        self.pending: dict[str, list[tuple[str, FileAction, str | None]]] = {}
+
+    def follow(self, call: ToolCall, result: Message | None) -> list[_Op]:
+        """Note a script ``call`` writes; the ops of the scripts ``call`` runs."""
+        name, args = call.name.lower(), call.arguments
+        if not isinstance(args, dict) or result_failed(result):
+            return []
+        if name in _WRITE_TOOLS:
+            path = _arg_path(args) or (_result_path(result.content) if result is not None else None)
+            code = next((args[k] for k in self._CONTENT_KEYS if isinstance(args.get(k), str)), None)
+            if path and code and forward_slashes(path).lower().endswith(".py"):
+                script = posixpath.basename(forward_slashes(path))
+                ops = [op for op in code_file_ops(code) if posixpath.basename(forward_slashes(op[0])) != script]
+                if ops:
+                    self.pending[script] = ops
+            return []
+        if name not in COMMAND_TOOLS or not (cmd := call_command(args, result)):
+            return []
+        workdir = args.get("workdir") if isinstance(args.get("workdir"), str) else None
+        ran = [s for s in self.pending if s in cmd and re.search(rf"(?<![\w.-]){re.escape(s)}(?![\w-])", cmd)]
+        found: list[_Op] = []
+        for script in ran:
+            found += [(p, a, call.name, b or workdir) for p, a, b in self.pending.pop(script)]
+        return found
+
+    def named_in(self, text: str) -> list[_Op]:
+        """The pending files a reply names as a fact (not in a plan, a question or advice): those were written."""
+        said = "\n".join(x for x in _SENTENCE_END.split(_BLOCK.sub(" ", text))
+                         if "?" not in x and not _FUTURE.search(x) and not _ADVICE.search(x))
+        found: list[_Op] = []
+        for script, ops in self.pending.items():
+            keep = []
+            for op in ops:
+                base = posixpath.basename(forward_slashes(op[0]))
+                if base and base in said and re.search(rf"(?<![\w.-]){re.escape(base)}(?![\w-])", said):
+                    found.append((op[0], op[1], "script", op[2]))
+                else:
+                    keep.append(op)
+            self.pending[script] = keep
+        self.pending = {s: ops for s, ops in self.pending.items() if ops}
+        return found
 
 
 #: Hermes ``skill_manage`` actions that write a skill's files (``view``/``list``/``delete`` do not produce one).

@@ -114,6 +114,9 @@ def _tool_from_inner(name: str, inner: str, kind: str = "") -> tuple[dict[str, A
     body = html.unescape(re.sub(r"</?details>", "", body)).strip()
     if kind == "shell" and "command" not in args and (command := _shell_command(summary, body)):
         args["command"] = command
+    # Claude Code's Write is rendered as its content in a fence (then its result): the content is its input.
+    if name == "Write" and "content" not in args and (written := _FENCED.match(body)):
+        args["content"] = written.group(2).removesuffix("\n")  # the newline before the closing fence is the export's
     if (patch := _rendered_patch(body)) is not None:
         args.setdefault("input", patch)
     paths = _PATCH_PATH.findall(body) or _PATCH_PATH.findall(str(args.get("input", "")))
