@@ -180,6 +180,16 @@ def test_shell_write_the_sandbox_refused_touches_nothing() -> None:
     ) == [("ok.txt", "created")]
 
 
+def test_a_best_effort_append_is_no_output() -> None:
+    """``>> f 2>/dev/null || true``: the command says the line may not be written and that it does not matter
+    (a skill's telemetry, a tool's log). Other appends and writes stay outputs."""
+    assert touches(
+        call("1", "Bash", {"command": "echo '{\"skill\":\"x\"}' >> ~/.skillkit/usage.jsonl 2>/dev/null || true\n"
+                                      "echo y >> notes.md; echo z > out.txt 2>/dev/null || true; echo w >> run.log || :"}),
+        result("1", "Exit code: 0"),
+    ) == [("notes.md", "created"), ("out.txt", "created"), ("run.log", "created")]
+
+
 def test_codex_shell_with_argv_and_workdir() -> None:
     got = derive_facts(session(
         call("x", "shell", {"command": ["bash", "-lc", "rm -f build.log && echo ok > status.txt"], "workdir": f"{CWD}/sub"}),
