@@ -161,6 +161,23 @@ def test_codex_apply_patch_headers() -> None:
     ]
 
 
+def test_a_patch_codex_did_not_apply_touches_nothing() -> None:
+    """Codex reports a failed apply_patch in plain text, with no exit code; a later patch that applies counts."""
+    patch = "*** Begin Patch\n*** Update File: app/layout.tsx\n@@\n-a\n+b\n*** End Patch"
+    added = "*** Begin Patch\n*** Add File: lib/x.ts\n+x\n*** End Patch"
+    assert touches(
+        call("p", "apply_patch", {"input": patch}),
+        result("p", "apply_patch verification failed: Failed to find expected lines in C:\\w\\app\\layout.tsx:\na"),
+        call("q", "apply_patch", {"input": added}), result("q", "patch rejected: empty patch"),
+        call("r", "apply_patch", {"input": added}), result("r", "aborted by user after 12.0s"),
+    ) == []
+    assert touches(
+        call("p", "apply_patch", {"input": patch}), result("p", "apply_patch verification failed: no hunks found"),
+        call("q", "apply_patch", {"input": patch}),
+        result("q", {"output": "Success. Updated the following files:\nM app/layout.tsx\n", "metadata": {"exit_code": 0}}),
+    ) == [("app/layout.tsx", "modified")]
+
+
 def test_apply_patch_text_in_the_result_body_or_only_a_path() -> None:
     # SpecStory exports carry the patch in the block body (the tool row), not in the arguments.
     body = "```diff\n*** Begin Patch\n*** Add File: /u/proj/DESIGN.md\n+# x\n*** Delete File: c:\\p\\tmp.yml\n*** End Patch\n```"

@@ -85,6 +85,10 @@ MAX_COMMAND = 300
 MAX_ERROR = 200
 MAX_ERRORS = 20
 
+# How Codex reports a patch it did not apply (its context lines were not found, it could not parse it, the user
+# stopped it while it waited for approval).
+_PATCH_REJECTED = re.compile(r"\s*+(?:apply_patch verification failed|patch rejected|invalid patch|aborted by user)\b",
+                             re.I)
 _PATCH_HEADER = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$", re.M)
 
 
@@ -310,6 +314,8 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
         for path, action in subagent_files(result_msg.content if result_msg else "", result):
             out.add(path, action, name)
         return
+    if lname in _PATCH_TOOLS and result_msg is not None and _PATCH_REJECTED.match(result_msg.content):
+        return  # Codex says so in plain text, no exit code: nothing of the patch was applied
     patch = args if isinstance(args, str) else args.get("patch") or args.get("input")
     if lname in _PATCH_TOOLS and not _has_patch(patch) and result_msg is not None:
         patch = result_msg.content
