@@ -24,7 +24,11 @@ from pipeline.read._common import Draft, build_messages, parse_ts, read_text, st
 
 ORIGIN = "specstory-md"
 
-_TURN = re.compile(r"^_\*\*(User|Assistant|Agent)(?:\s*\((.*)\))?\*\*_\s*$")
+# v2.1 marks a Claude Code sub-agent's turns "_**Agent - sidechain (model time)**_": the parent's prompt to it
+# and its own work, both the agent's side of the session (its tool calls are the session's too).
+_TURN = re.compile(r"^_\*\*(User|Assistant|Agent)( - sidechain)?(?:\s*\((.*)\))?\*\*_\s*$")
+# v2.1 puts the model before the time: "(gpt-5.3-codex 2026-03-07 00:05:28Z)".
+_MODEL_THEN_TIME = re.compile(r"^(\S+)\s+(\d{4}-\d{2}-\d{2}[ T][\d:.]+Z?)$")
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _SESSION = re.compile(r"<!--\s*(.+?)\s+Session\s+([0-9a-fA-F-]{8,})\s*(?:\((.*?)\))?\s*-->")
 _TITLE = re.compile(r"^#{1,2} (?!SpecStory\s*$)(.+?)(?:\s+\(([^()]*\d{4}[^()]*)\))?\s*$")
@@ -55,10 +59,10 @@ def _split_turns(text: str) -> tuple[list[str], list[tuple[str, str, list[str]]]
     for line in text.split("\n"):
         m = _FENCE.match(line)
         t = _TURN.match(line)
-        # A marker right after a "---" separator is a real turn even inside an open fence: exports
-        # cut assistant output mid-code-block and never close the fence.
-        if t and (fence is None or prev == "---"):
-            blocks.append((t.group(1), (t.group(2) or "").strip(), []))
+        # A marker right after a "---" separator or a closed tool block is a real turn even inside an open
+        # fence: exports cut assistant output mid-code-block and never close the fence.
+        if t and (fence is None or prev == "---" or prev.endswith("</tool-use>")):
+            blocks.append((t.group(1) + (t.group(2) or ""), (t.group(3) or "").strip(), []))
             fence, prev = None, line.strip()
             continue
         if m:
@@ -247,14 +251,17 @@ def read(path: Path) -> Iterator[Session]:
     models: Counter[str] = Counter()
     serial = 0
     for speaker, arg, lines in blocks:
-        ts = parse_ts(arg) if arg[:1].isdigit() else None
+        if mt := _MODEL_THEN_TIME.match(arg):
+            model_arg, ts = mt.group(1), parse_ts(mt.group(2))
+        else:
+            model_arg, ts = ("" if arg[:1].isdigit() else arg), (parse_ts(arg) if arg[:1].isdigit() else None)
         if speaker == "User":
             body = "\n".join(lines).strip().strip("-").strip()
             if body:
                 drafts.append(Draft(role="user", content=body, timestamp=ts))
             continue
-        if arg and not arg[:1].isdigit() and arg != "default":
-            models[re.sub(r"^model\s+", "", arg.split(",")[0]).strip()] += 1
+        if model_arg and model_arg != "default" and not speaker.endswith("sidechain"):
+            models[re.sub(r"^model\s+", "", model_arg.split(",")[0]).strip()] += 1
         cur: Draft | None = None
         last_tool: tuple[str, dict[str, Any], str] | None = None
         for seg in _segments(lines):
