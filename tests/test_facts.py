@@ -431,6 +431,9 @@ def test_a_change_list_names_the_files_it_changed_in_an_export_without_edit_tool
     assert edited(u("ignore other bots"), a(reply)) == [
         "throttle.py", "tests/unit/test_throttle.py", "chat_meta.py", "monitor.py", "README.md"]
     assert edited(u("x"), a("Plan:\n- Add a guard in `throttle.py`\n- Update `a.py`")) == []  # not done yet
+    zh = "**修复内容：**\n- 将 `query(query_vector=...)` 改为 `query(data=...)`\n- 修复了 `flow.py` 和 `server.py` 中的相关代码\n" \
+         "- 检查了 `config.py`"
+    assert edited(u("修一下"), a(zh)) == ["flow.py", "server.py"]
     assert edited(u("x"), a(reply), source="claude-code") == []  # tool calls are the evidence there
 
 

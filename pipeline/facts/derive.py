@@ -802,7 +802,8 @@ def _claimed_edits(text: str, known: Sequence[str]) -> list[str]:
 _CHANGE_ITEM = re.compile(
     r"^\s*+(?:[-*+•]|\d+[.)])\s++(?:\*\*)?((?:Added|Updated|Edited|Modified|Changed|Extended|Fixed|Patched|Created|"
     r"Rewrote|Rewritten|Refactored|Replaced|Implemented|Introduced|Tightened|Broadened|Adjusted|Reworked|Wired|"
-    r"Converted|Expanded|Hardened|Simplified|Wrote|Inserted|Appended|Switched|Made)\b.*)$")
+    r"Converted|Expanded|Hardened|Simplified|Wrote|Inserted|Appended|Switched|Made)\b.*"
+    r"|(?:已)?(?:修改|修复|更新|添加|新增|创建|新建|重构|实现|替换|调整|完善|改写|重写)了.*)$")
 # A file after these words is what the change uses or is about, not where it was made ("switched to `x.ts`").
 _NOT_CHANGED_AT = re.compile(
     r"\b(?:for|of|about|from|on|against|describing|covering|use|uses|using|via|like|than|instead of|matching|"
