@@ -176,7 +176,8 @@ def _rendered_patch(body: str) -> str | None:
         verb, path = h.group(1), h.group(2).strip()
         lines.append(f"*** {_RENDERED_VERB[verb]} File: {path}")
         section = body[h.end():headers[i + 1].start() if i + 1 < len(headers) else len(body)]
-        if verb != "Delete" and (fence := _FENCED.search(section)):
+        # the fence follows its header; a match anchored there costs one pass (a search could restart at every "```")
+        if verb != "Delete" and (fence := _FENCED.match(section.lstrip())):
             lines.extend(fence.group(2).rstrip("\n").split("\n"))
     lines.append("*** End Patch")
     return "\n".join(lines)
