@@ -7,10 +7,14 @@ Files come from tool calls, read these ways (and, for one kind of export, from t
 
 * **File tools** (Hermes ``write_file``/``patch``/``read_file``, Claude Code ``Write``/``Edit``/
   ``MultiEdit``/``NotebookEdit``/``Read``, editor-style tools): the path argument, overridden by
-  the tool *result* when it states ``{"path": ...}`` (ground truth: the tool resolved it).
-  A failed result (``success: false``, an ``error``, ``<tool_use_error>``) touched nothing.
+  the tool *result* when it states ``{"path": ...}`` (ground truth: the tool resolved it); with no
+  path argument at all (an export that kept only a Write's content), the file its plain-text result
+  names ("File created successfully at: …"). A failed result (``success: false``, an ``error``,
+  ``<tool_use_error>``) touched nothing.
 * **Patches** (Codex ``apply_patch``, Hermes ``patch`` in V4A mode): ``*** Add/Update/Delete File:``
-  and ``*** Move to:`` headers.
+  and ``*** Move to:`` headers; nothing when Codex says it did not apply the patch.
+* **Scripts the session wrote** (a write tool's Python content, read by ``pycode``): the files the
+  script writes, once a later command runs it or a later reply states the file (``_Scripts``).
 * **Shell commands** (``terminal``, ``Bash``, ``exec_command``, ...): ``mv``/``cp``/``rm``/
   ``touch``/``tee``/``sed -i`` and ``>``/``>>`` targets, parsed by ``pipeline.facts.shell`` (which
   explains what it unwraps and ignores). A leading ``cd`` is followed so relative paths resolve.
@@ -19,7 +23,10 @@ Files come from tool calls, read these ways (and, for one kind of export, from t
   body the reader stored as the result, else the ``path`` argument as modified.
 * **Edit blocks in the reply** (``prose_edits``), only for exports that show edits no other way
   (SpecStory of Cursor without any edit tool call): ```` ```xml:common/pom.xml ```` fences, and
-  ```` ```diff ```` fences whose file the reply names (see ``prose_edits`` for the rules).
+  ```` ```diff ```` fences whose file the reply names (see ``prose_edits`` for the rules); the
+  reply's own past-tense claims and change lists ("- Added a guard in `x.py`"); and a ``git status``
+  shown after the first edit, for the entries the session's own words name (the report also lists
+  changes made before the session) or all of them when the tree was shown clean first.
 
 Each path is recorded once, at its first touch; later touches refine the action (read → modified,
 created + modified → created, anything + deleted → deleted). Paths under the session cwd become
