@@ -437,6 +437,24 @@ def test_a_change_list_names_the_files_it_changed_in_an_export_without_edit_tool
     assert edited(u("x"), a(reply), source="claude-code") == []  # tool calls are the evidence there
 
 
+def test_a_file_the_reply_says_it_moved_is_listed_at_its_new_path_only() -> None:
+    """Issue 15: a file moved during the session is an output at its final path, never at its old one. An export
+    without tools says so in prose: "- Moved `a` → `b`", "**Moved test file** from `a` to `b`", "I renamed …".
+    Moving code between files ("Moved the helper from `a.js` to `b.js`") moves no file; a plan moves nothing."""
+    header = "### [{0}](file:///u/p/{1})\n\n```js\nx\n```\n"
+    msgs = (u("tidy the undo code"),
+            a(header.format("undo.js", "src/undo.js") + header.format("undo.test.js", "src/undo.test.js")),
+            u("move them into src/undo"),
+            a(header.format("undo.js", "src/undo/undo.js") + "\n- Moved `src/undo.js` → `src/undo/undo.js`\n"
+              "1. **Moved test file** from `src/undo.test.js` to `test/undo.test.js`\n"
+              "- Moved the helper from `keys.js` to `undo.js`\n"),
+            a(header.format("keys.js", "src/keys.js") + "Next I will move `src/keys.js` to `lib/keys.js`."))
+    s = Session(id="s", source="specstory", messages=msgs)
+    got = derive_facts(s)
+    assert got.output_files == ["/u/p/src/undo/undo.js", "test/undo.test.js", "/u/p/src/keys.js"]
+    assert set(got.deleted_files) == {"/u/p/src/undo.js", "/u/p/src/undo.test.js"}
+
+
 def test_an_empty_fence_is_a_copilot_edit_of_the_file_its_sentence_names() -> None:
     """Class seen on unseen VS Code Copilot exports: every applied edit is an empty fence. The sentence right
     before it names the file; one that names none goes on with the file edited last; a reply that opens with

@@ -455,6 +455,9 @@ def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source:
         if edits is not None:
             for path in edits.feed(m, [t.path for t in out.result()]):
                 out.add(path, "modified", "edit_block")
+            if m.role == "assistant" and _MOVE_WORD.search(m.content):
+                for path, action in _claimed_moves(m.content, [t.path for t in out.result()]):
+                    out.add(path, action, "claim")
             clean = clean or (not out.result() and m.role in ("user", "tool") and bool(_CLEAN_TREE.search(m.content)))
             # The work tree's own report of what changed, once the session has changed something. It lists every
             # change since the last commit, the ones made before the session too: an entry counts when the tree
@@ -815,6 +818,39 @@ _CHANGE_ITEM = re.compile(
 _NOT_CHANGED_AT = re.compile(
     r"\b(?:for|of|about|from|on|against|describing|covering|use|uses|using|via|like|than|instead of|matching|"
     r"import|imports|importing|calls|calling)\s+(?:the\s+)?[`'\"(]?$", re.I)
+
+
+# A file moved or renamed, in a change-list item or a first-person claim: "- Moved `src/a.js` → `src/x/a.js`",
+# "**Moved test file** from `a.test.js` to `test/a.test.js`", "I renamed `old.ts` to `new.ts`". Only the file
+# itself moves: "Moved the helper from `a.js` to `b.js`" moved code, and both files stay.
+_MOVE_WORD = re.compile(r"\b(?:[Mm]oved|[Rr]enamed|[Rr]elocated)\b|移动了|重命名了|移到了")
+_MOVE_CLAIM = re.compile(
+    r"^\s*+(?:(?:[-*+•]|\d+[.)])\s++(?:\*\*)?|.*?\b(?:I|we)(?:'ve| have)?\s+)(?:[Mm]oved|[Rr]enamed|[Rr]elocated)\b"
+    r"(?P<what>(?:\s*+(?:(?:the|test|source|config|script|module|component|file|files)\b|\*\*))*+)\s*+(?:from\s++)?"
+    r"(?P<rest>[`'\"]?[^\s`'\"]+.*)$")
+_MOVED_TO = re.compile(r"\s*+[`'\"]?\s*+(?:→|->|=>|\bto\b|\binto\b)\s*+[`'\"]?")
+
+
+def _claimed_moves(text: str, known: Sequence[str]) -> list[tuple[str, FileAction]]:
+    """Files a reply says it moved or renamed: the old path is gone (``deleted``), the new one is ``moved``."""
+    found: list[tuple[str, FileAction]] = []
+    for line in _BLOCK.sub(" ", text).split("\n"):
+        if len(line) > 500 or not (m := _MOVE_CLAIM.match(line)) or _FUTURE.search(line) or "?" in line:
+            continue
+        rest = m.group("rest")
+        src = _PROSE_PATH.match(rest.lstrip("`'\""))
+        if src is None:
+            continue
+        after = rest.lstrip("`'\"")[src.end():]
+        if not (to := _MOVED_TO.match(after)):
+            continue
+        dest = after[to.end():]
+        dst = _PROSE_PATH.match(dest)
+        old = _item_files(src.group(1), known)[0]
+        found.append((old, "deleted"))
+        if dst is not None:
+            found.append((_item_files(dst.group(1), known)[0], "moved"))
+    return found
 
 
 def _item_files(item: str, known: Sequence[str]) -> list[str]:
