@@ -96,6 +96,56 @@ def test_claude_code_tools() -> None:
     ]
 
 
+def test_write_and_edit_without_a_path_argument_take_the_file_their_result_names() -> None:
+    """An export that drops a Write's arguments (SpecStory shows the content alone) still has the tool's own
+    result line naming the file: "File created successfully at: …", "The file … has been updated"."""
+    assert touches(
+        call("a", "Write", {"summary": ""}),
+        result("a", "```python\nprint('x')\n```\n\n```text\nFile created successfully at: "
+                    f"{CWD}/scripts/report.py (file state is current in your context)\n```"),
+        call("b", "Edit", {}),
+        result("b", f"```text\nThe file {CWD}/My Docs/a.md has been updated. Here's the result of running `cat -n`…\n```"),
+        call("c", "Write", {}),
+        result("c", "The file has been updated."),  # names no file: nothing to list
+        call("d", "Write", {}),
+        result("d", "<tool_use_error>File has not been read yet.</tool_use_error>"),
+        call("e", "Read", {}),
+        result("e", f"File created successfully at: {CWD}/quoted.py"),  # a read's text is the file's, not the tool's
+    ) == [("scripts/report.py", "created"), ("My Docs/a.md", "modified")]
+
+
+def test_files_a_script_the_session_wrote_writes_once_it_ran() -> None:
+    """A script the session wrote writes what its code writes, once the session shows it ran: a later command
+    that names it and did not fail, or (the export hid the command) a later reply that names the file."""
+    code = "import pandas as pd\ndf = pd.read_csv('in.csv')\ndf.to_csv('out/summary.csv')\nopen('report.md', 'w').write('x')\n"
+    assert touches(
+        call("w", "Write", {"file_path": f"{CWD}/analysis.py", "content": code}),
+        result("w", f"File created successfully at: {CWD}/analysis.py"),
+        call("r", "Bash", {"command": "cd /home/ana/src/proj && python analysis.py"}),
+        result("r", "done"),
+    ) == [("analysis.py", "created"), ("out/summary.csv", "created"), ("report.md", "created")]
+    never_ran = touches(call("w", "Write", {"file_path": f"{CWD}/analysis.py", "content": code}), result("w", "ok"),
+                        a("Next I will run it to write `report.md`. Should it also write summary.csv?"),
+                        call("r", "Bash", {"command": "python other_analysis.py"}), result("r", "ok"))
+    assert never_ran == [("analysis.py", "created")]  # a plan and a question are no evidence it ran
+    failed = touches(call("w", "Write", {"file_path": f"{CWD}/analysis.py", "content": code}), result("w", "ok"),
+                     call("r", "Bash", {"command": "python analysis.py"}), result("r", "Exit code 1\nTraceback…"))
+    assert failed == [("analysis.py", "created")]
+    hidden = touches(call("w", "Write", {"content": code}),
+                     result("w", f"File created successfully at: {CWD}/analysis.py"),
+                     call("r", "PowerShell", {"description": "Run the analysis"}), result("r", "rows: 12"),
+                     a("Artifacts: `analysis.py` and `summary.csv`."))
+    assert hidden == [("analysis.py", "created"), ("out/summary.csv", "created")]
+
+
+def test_codex_exec_command_exit_line() -> None:
+    """Codex's exec_command reports "Process exited with code N": a non-zero code is a failed run."""
+    from pipeline.facts.derive import result_failed
+
+    assert result_failed(result("x", "Chunk ID: 1\nWall time: 0.1 seconds\nProcess exited with code 1\nOutput:\nFAIL"))
+    assert not result_failed(result("x", "Chunk ID: 1\nProcess exited with code 0\nOutput:\nok"))
+
+
 def test_codex_apply_patch_headers() -> None:
     patch = (
         "*** Begin Patch\n*** Add File: web/index.html\n+<html>\n*** Update File: web/app.js\n"
@@ -109,6 +159,23 @@ def test_codex_apply_patch_headers() -> None:
         ("web/index.html", "created"), ("web/app.js", "deleted"), ("web/main.js", "moved"),
         ("web/old.css", "deleted"), ("README.md", "modified"),
     ]
+
+
+def test_a_patch_codex_did_not_apply_touches_nothing() -> None:
+    """Codex reports a failed apply_patch in plain text, with no exit code; a later patch that applies counts."""
+    patch = "*** Begin Patch\n*** Update File: app/layout.tsx\n@@\n-a\n+b\n*** End Patch"
+    added = "*** Begin Patch\n*** Add File: lib/x.ts\n+x\n*** End Patch"
+    assert touches(
+        call("p", "apply_patch", {"input": patch}),
+        result("p", "apply_patch verification failed: Failed to find expected lines in C:\\w\\app\\layout.tsx:\na"),
+        call("q", "apply_patch", {"input": added}), result("q", "patch rejected: empty patch"),
+        call("r", "apply_patch", {"input": added}), result("r", "aborted by user after 12.0s"),
+    ) == []
+    assert touches(
+        call("p", "apply_patch", {"input": patch}), result("p", "apply_patch verification failed: no hunks found"),
+        call("q", "apply_patch", {"input": patch}),
+        result("q", {"output": "Success. Updated the following files:\nM app/layout.tsx\n", "metadata": {"exit_code": 0}}),
+    ) == [("app/layout.tsx", "modified")]
 
 
 def test_apply_patch_text_in_the_result_body_or_only_a_path() -> None:
@@ -128,6 +195,16 @@ def test_shell_write_the_sandbox_refused_touches_nothing() -> None:
         call("1", "exec_command", {"cmd": "echo x >> ~/.superstack/t.jsonl 2>/dev/null || true; echo y > ok.txt"}),
         result("1", out),
     ) == [("ok.txt", "created")]
+
+
+def test_a_best_effort_append_is_no_output() -> None:
+    """``>> f 2>/dev/null || true``: the command says the line may not be written and that it does not matter
+    (a skill's telemetry, a tool's log). Other appends and writes stay outputs."""
+    assert touches(
+        call("1", "Bash", {"command": "echo '{\"skill\":\"x\"}' >> ~/.skillkit/usage.jsonl 2>/dev/null || true\n"
+                                      "echo y >> notes.md; echo z > out.txt 2>/dev/null || true; echo w >> run.log || :"}),
+        result("1", "Exit code: 0"),
+    ) == [("notes.md", "created"), ("out.txt", "created"), ("run.log", "created")]
 
 
 def test_codex_shell_with_argv_and_workdir() -> None:
@@ -339,6 +416,45 @@ def test_claims_of_a_finished_edit_name_the_file_in_an_export_without_edit_tools
     assert edited(u("x"), a("I've updated `a.md`."), source="claude-code") == []  # tool calls are the evidence there
 
 
+def test_a_change_list_names_the_files_it_changed_in_an_export_without_edit_tools() -> None:
+    """A reply's closing change list leaves out its subject: "- Added a guard in `throttle.py`". Its items open
+    with a change verb; an item may list several files; a file the change only uses or is about, an item that
+    reports a check, advice and a plan name no changed file. A bare name takes the path the session shows."""
+    reply = ("**Update**\n- Added a guard in `throttle.py` so bot commands are dropped.\n"
+             "- Extended `test_throttle.py` with a bot-command case.\n"
+             "- **Broadened** annotations (`chat_meta.py`, `monitor.py`) to accept the adapter.\n"
+             "- Switched the client to the shared factory from `clients.py`.\n"
+             "- Verified `settings.py` still loads.\n"
+             "- Updated docs for `parser.py` in `README.md`.\n"
+             "1. Added retries? Not sure yet in `retry.py`\n\n"
+             "**Tests**\n- `.venv/bin/pytest tests/unit/test_throttle.py`\n\nNext: you could add a test in `e2e.py`.")
+    assert edited(u("ignore other bots"), a(reply)) == [
+        "throttle.py", "tests/unit/test_throttle.py", "chat_meta.py", "monitor.py", "README.md"]
+    assert edited(u("x"), a("Plan:\n- Add a guard in `throttle.py`\n- Update `a.py`")) == []  # not done yet
+    zh = "**修复内容：**\n- 将 `query(query_vector=...)` 改为 `query(data=...)`\n- 修复了 `flow.py` 和 `server.py` 中的相关代码\n" \
+         "- 检查了 `config.py`"
+    assert edited(u("修一下"), a(zh)) == ["flow.py", "server.py"]
+    assert edited(u("x"), a(reply), source="claude-code") == []  # tool calls are the evidence there
+
+
+def test_a_file_the_reply_says_it_moved_is_listed_at_its_new_path_only() -> None:
+    """Issue 15: a file moved during the session is an output at its final path, never at its old one. An export
+    without tools says so in prose: "- Moved `a` → `b`", "**Moved test file** from `a` to `b`", "I renamed …".
+    Moving code between files ("Moved the helper from `a.js` to `b.js`") moves no file; a plan moves nothing."""
+    header = "### [{0}](file:///u/p/{1})\n\n```js\nx\n```\n"
+    msgs = (u("tidy the undo code"),
+            a(header.format("undo.js", "src/undo.js") + header.format("undo.test.js", "src/undo.test.js")),
+            u("move them into src/undo"),
+            a(header.format("undo.js", "src/undo/undo.js") + "\n- Moved `src/undo.js` → `src/undo/undo.js`\n"
+              "1. **Moved test file** from `src/undo.test.js` to `test/undo.test.js`\n"
+              "- Moved the helper from `keys.js` to `undo.js`\n"),
+            a(header.format("keys.js", "src/keys.js") + "Next I will move `src/keys.js` to `lib/keys.js`."))
+    s = Session(id="s", source="specstory", messages=msgs)
+    got = derive_facts(s)
+    assert got.output_files == ["/u/p/src/undo/undo.js", "test/undo.test.js", "/u/p/src/keys.js"]
+    assert set(got.deleted_files) == {"/u/p/src/undo.js", "/u/p/src/undo.test.js"}
+
+
 def test_an_empty_fence_is_a_copilot_edit_of_the_file_its_sentence_names() -> None:
     """Class seen on unseen VS Code Copilot exports: every applied edit is an empty fence. The sentence right
     before it names the file; one that names none goes on with the file edited last; a reply that opens with
@@ -355,16 +471,27 @@ def test_an_empty_fence_is_a_copilot_edit_of_the_file_its_sentence_names() -> No
 
 
 def test_the_work_tree_report_lists_outputs_once_the_session_has_edited() -> None:
-    """``git status`` (long or porcelain) and ``--stat`` output, pasted or run, after the first edit; never a merge."""
+    """``git status`` (long or porcelain) and ``--stat`` output, pasted or run, after the first edit; never a merge.
+    The report lists every change since the last commit, so an entry counts when the session's own words or
+    calls name the file, or when the tree was shown clean before the session changed anything."""
     porcelain = "`✗ git status --porcelain\nM  .github/instructions.md\nA  docs/plans/14.review.md\n" \
-                "A  .specstory/history/2025-07-26_x.md\n?? notes.txt`"
-    first = a("I have updated `docs/src/gui.md`.")
+                "A  .specstory/history/2025-07-26_x.md\n?? notes.txt\nM  src/version.ts`"
+    first = a("I have updated `docs/src/gui.md`. Next: `.github/instructions.md`, the plan 14.review.md, notes.txt.")
     assert edited(u("go"), first, u(f"commit these:\n    {porcelain}")) == [
         "docs/src/gui.md", ".github/instructions.md", "docs/plans/14.review.md", "notes.txt"]
+    # version.ts and the others were changed before the session began: nothing the session did names them
+    assert edited(u("go"), a("I have updated `docs/src/gui.md`."), u(porcelain)) == ["docs/src/gui.md"]
+    assert edited(u("go"), a("I have updated `docs/src/gui.md`."), u(porcelain), a("About `myversion.ts`.")) == [
+        "docs/src/gui.md"]  # not a mention of version.ts
+    clean = call("c", "run_terminal_cmd", {"command": "git status"})
+    assert edited(u("go"), clean, result("c", "On branch main\nnothing to commit, working tree clean\n"),
+                  a("I have updated `docs/src/gui.md`."), u(porcelain)) == [
+        "docs/src/gui.md", ".github/instructions.md", "docs/plans/14.review.md", "notes.txt", "src/version.ts"]
     assert edited(u(porcelain), a("ok")) == []  # the state before the session changed anything
     long_form = ("On branch main\nChanges not staged for commit:\n\tmodified:   src/a b.ts\n\tnew file:   app/[id]/(x)/b.ts\n"
                  "\trenamed:    old.ts -> src/c.ts\n\tdeleted:    src/gone.ts\n")
     run = call("g", "run_terminal_cmd", {"command": "git status"})
+    first = a("I have updated `docs/src/gui.md`. Next: `a b.ts`, b.ts, c.ts and gone.ts, x.ts and README.md.")
     touched = [t for t in derive_facts(Session(id="s", source="specstory", messages=(
         u("x"), first, run, result("g", long_form)))).files]
     assert [(t.path, t.action) for t in touched] == [

@@ -7,10 +7,14 @@ Files come from tool calls, read these ways (and, for one kind of export, from t
 
 * **File tools** (Hermes ``write_file``/``patch``/``read_file``, Claude Code ``Write``/``Edit``/
   ``MultiEdit``/``NotebookEdit``/``Read``, editor-style tools): the path argument, overridden by
-  the tool *result* when it states ``{"path": ...}`` (ground truth: the tool resolved it).
-  A failed result (``success: false``, an ``error``, ``<tool_use_error>``) touched nothing.
+  the tool *result* when it states ``{"path": ...}`` (ground truth: the tool resolved it); with no
+  path argument at all (an export that kept only a Write's content), the file its plain-text result
+  names ("File created successfully at: …"). A failed result (``success: false``, an ``error``,
+  ``<tool_use_error>``) touched nothing.
 * **Patches** (Codex ``apply_patch``, Hermes ``patch`` in V4A mode): ``*** Add/Update/Delete File:``
-  and ``*** Move to:`` headers.
+  and ``*** Move to:`` headers; nothing when Codex says it did not apply the patch.
+* **Scripts the session wrote** (a write tool's Python content, read by ``pycode``): the files the
+  script writes, once a later command runs it or a later reply states the file (``_Scripts``).
 * **Shell commands** (``terminal``, ``Bash``, ``exec_command``, ...): ``mv``/``cp``/``rm``/
   ``touch``/``tee``/``sed -i`` and ``>``/``>>`` targets, parsed by ``pipeline.facts.shell`` (which
   explains what it unwraps and ignores). A leading ``cd`` is followed so relative paths resolve.
@@ -19,7 +23,10 @@ Files come from tool calls, read these ways (and, for one kind of export, from t
   body the reader stored as the result, else the ``path`` argument as modified.
 * **Edit blocks in the reply** (``prose_edits``), only for exports that show edits no other way
   (SpecStory of Cursor without any edit tool call): ```` ```xml:common/pom.xml ```` fences, and
-  ```` ```diff ```` fences whose file the reply names (see ``prose_edits`` for the rules).
+  ```` ```diff ```` fences whose file the reply names (see ``prose_edits`` for the rules); the
+  reply's own past-tense claims and change lists ("- Added a guard in `x.py`"); and a ``git status``
+  shown after the first edit, for the entries the session's own words name (the report also lists
+  changes made before the session) or all of them when the tree was shown clean first.
 
 Each path is recorded once, at its first touch; later touches refine the action (read → modified,
 created + modified → created, anything + deleted → deleted). Paths under the session cwd become
@@ -56,7 +63,8 @@ COMMAND_TOOLS = frozenset({
     "local_shell", "run_shell_command", "execute_bash",
 })
 _READ_TOOLS = frozenset({"read_file", "read", "read_file_v2", "view_file"})
-_WRITE_TOOLS = frozenset({"write_file", "write", "create_file"})
+_WRITE_TOOLS = frozenset({"write_file", "write", "create_file",
+                          "aider_create_file"})  # aider's "Create new file? … y" (pipeline.read.aider)
 _EDIT_TOOLS = frozenset({
     "patch", "edit", "str_replace", "multiedit", "notebookedit", "edit_file", "edit_file_v2",
     "search_replace", "replace", "insert",
@@ -84,6 +92,10 @@ MAX_COMMAND = 300
 MAX_ERROR = 200
 MAX_ERRORS = 20
 
+# How Codex reports a patch it did not apply (its context lines were not found, it could not parse it, the user
+# stopped it while it waited for approval).
+_PATCH_REJECTED = re.compile(r"\s*+(?:apply_patch verification failed|patch rejected|invalid patch|aborted by user)\b",
+                             re.I)
 _PATCH_HEADER = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$", re.M)
 
 
@@ -153,7 +165,8 @@ def _parse_object(text: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-_EXIT_LINE = re.compile(r"^Exit code:? (-?\d+)", re.M)
+# Claude Code and Codex's shell tool say "Exit code: 1"; Codex's exec_command "Process exited with code 1".
+_EXIT_LINE = re.compile(r"^(?:Exit code:?|Process exited with code) (-?\d+)", re.M)
 
 
 def _exit_code(result: dict[str, Any] | None, text: str) -> int | None:
@@ -162,7 +175,7 @@ def _exit_code(result: dict[str, Any] | None, text: str) -> int | None:
         code = result.get("exit_code", meta.get("exit_code") if isinstance(meta, dict) else None)
         if isinstance(code, int):
             return code
-    if "xit code" not in text:
+    if "xit code" not in text and "xited with code" not in text:
         return None
     m = _EXIT_LINE.search(text)  # Codex and Claude Code plain-text results
     return int(m.group(1)) if m else None
@@ -308,6 +321,8 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
         for path, action in subagent_files(result_msg.content if result_msg else "", result):
             out.add(path, action, name)
         return
+    if lname in _PATCH_TOOLS and result_msg is not None and _PATCH_REJECTED.match(result_msg.content):
+        return  # Codex says so in plain text, no exit code: nothing of the patch was applied
     patch = args if isinstance(args, str) else args.get("patch") or args.get("input")
     if lname in _PATCH_TOOLS and not _has_patch(patch) and result_msg is not None:
         patch = result_msg.content
@@ -343,6 +358,8 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
         return
     stated = result.get("path") if result else None
     path = stated if isinstance(stated, str) and stated else _arg_path(args)
+    if path is None and result_msg is not None and lname in _CHANGE_TOOLS:
+        path = _result_path(result_msg.content)
     action: FileAction | None = None
     if lname in _EDITOR_TOOLS:
         action = {"create": "created", "view": "read"}.get(str(args.get("command")), "modified")
@@ -361,6 +378,22 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
             if _CHANGE_VERB.search(words) else None
     if action:
         out.add(path, action, name)
+
+
+# What Claude Code's Write and Edit say they did, naming the file: an export that drops the call's
+# arguments (SpecStory renders a Write as its content alone) keeps this line, the tool's own word.
+_RESULT_PATH = re.compile(r"^(?:File created successfully at: ([^\n]*)|The file ([^\n]+?) has been (?:updated|created|written)\b)",
+                          re.M)
+
+
+def _result_path(text: str) -> str | None:
+    """The file a write or edit tool's plain-text result names (its last such line: an export puts the
+    result after the content it wrote), else None."""
+    if "File created successfully at: " not in text and "The file " not in text:
+        return None
+    found = [m.group(2) or m.group(1).split(" (file state")[0] for m in _RESULT_PATH.finditer(text)]
+    found = [f.strip() for f in found if f.strip()]
+    return found[-1] if found else None
 
 
 #: What ``_call_touches`` adds for one call: ``(path, action, tool, base)`` each.
@@ -411,15 +444,28 @@ def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source:
     prose = source in _PROSE_EDIT_SOURCES and not any(
         c.name.lower() in _CHANGE_TOOLS for m in messages for c in m.tool_calls)
     edits = _ProseEdits(_locator(messages, cwd)) if prose else None
+    work = _work_words(messages) if prose else ""
+    clean = False  # the work tree was shown clean before the session changed anything
     skill_dirs: dict[str, str] = {}
+    scripts = _Scripts()
     for m in messages:
+        if m.role == "assistant" and scripts.pending:
+            for op in scripts.named_in(m.content):
+                out.add(*op)
         if edits is not None:
             for path in edits.feed(m, [t.path for t in out.result()]):
                 out.add(path, "modified", "edit_block")
-            # The work tree's own report of what changed, once the session has changed something.
+            if m.role == "assistant" and _MOVE_WORD.search(m.content):
+                for path, action in _claimed_moves(m.content, [t.path for t in out.result()]):
+                    out.add(path, action, "claim")
+            clean = clean or (not out.result() and m.role in ("user", "tool") and bool(_CLEAN_TREE.search(m.content)))
+            # The work tree's own report of what changed, once the session has changed something. It lists every
+            # change since the last commit, the ones made before the session too: an entry counts when the tree
+            # was clean before the session's first change, or when the session's own work names that file.
             if out.result() and m.role in ("user", "tool"):
                 for path, action in worktree_report(m.content):
-                    out.add(path, action, "git_status")
+                    if clean or _names(work, path):
+                        out.add(path, action, "git_status")
         for call in m.tool_calls if m.role == "assistant" else ():
             result = results.get(call.id) if call.id else None
             # Only a result that names a skill folder is parsed here: the rest is parsed once, in _call_ops.
@@ -432,10 +478,83 @@ def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source:
             else:
                 for op in _call_ops(call, result):
                     out.add(*op)
+                for op in scripts.follow(call, result):
+                    out.add(*op)
     if edits is None:
         return out.result()
     # The locator already holds every path the session shows: the same set names the bare ones.
     return _resolve_bare_names(out.result(), edits.locator.shown)
+
+
+_CLEAN_TREE = re.compile(r"nothing to commit,? \(?working (?:tree|directory) clean")
+
+
+def _work_words(messages: Sequence[Message]) -> str:
+    """What the assistant wrote and its tool calls' arguments, joined: where the session's own work names files
+    (not tool output, where a status report or a listing names every file, nor the user's pastes)."""
+    texts = [s for m in messages for c in m.tool_calls for s in arg_strings(c.arguments)]
+    texts += [m.content for m in messages if m.role == "assistant"]
+    return "\n".join(texts)
+
+
+def _names(words: str, path: str) -> bool:
+    """``words`` mention ``path``'s file name as a word of its own (``a.py`` is not in ``data.py``)."""
+    base = posixpath.basename(path.rstrip("/"))
+    if not base or base not in words:
+        return False
+    return bool(re.search(rf"(?<![\w.-]){re.escape(base)}(?![\w-])", words))
+
+
+class _Scripts:
+    """What a Python script the session wrote itself writes (``pycode`` reads the write tool's content), once the
+    session shows the script ran: a later command that names the script and did not fail, or a later reply that
+    names the file it wrote ("Artifacts: `by_position.csv`"), where the export hides the command that ran it."""
+
+    _CONTENT_KEYS = ("content", "file_text", "contents")
+
+    def __init__(self) -> None:
+        #: script file name → the (path, action, base) its code writes and the session has not yet shown
+        self.pending: dict[str, list[tuple[str, FileAction, str | None]]] = {}
+
+    def follow(self, call: ToolCall, result: Message | None) -> list[_Op]:
+        """Note a script ``call`` writes; the ops of the scripts ``call`` runs."""
+        name, args = call.name.lower(), call.arguments
+        if not isinstance(args, dict) or result_failed(result):
+            return []
+        if name in _WRITE_TOOLS:
+            path = _arg_path(args) or (_result_path(result.content) if result is not None else None)
+            code = next((args[k] for k in self._CONTENT_KEYS if isinstance(args.get(k), str)), None)
+            if path and code and forward_slashes(path).lower().endswith(".py"):
+                script = posixpath.basename(forward_slashes(path))
+                ops = [op for op in code_file_ops(code) if posixpath.basename(forward_slashes(op[0])) != script]
+                if ops:
+                    self.pending[script] = ops
+            return []
+        if name not in COMMAND_TOOLS or not (cmd := call_command(args, result)):
+            return []
+        workdir = args.get("workdir") if isinstance(args.get("workdir"), str) else None
+        ran = [s for s in self.pending if s in cmd and re.search(rf"(?<![\w.-]){re.escape(s)}(?![\w-])", cmd)]
+        found: list[_Op] = []
+        for script in ran:
+            found += [(p, a, call.name, b or workdir) for p, a, b in self.pending.pop(script)]
+        return found
+
+    def named_in(self, text: str) -> list[_Op]:
+        """The pending files a reply names as a fact (not in a plan, a question or advice): those were written."""
+        said = "\n".join(x for x in _SENTENCE_END.split(_BLOCK.sub(" ", text))
+                         if "?" not in x and not _FUTURE.search(x) and not _ADVICE.search(x))
+        found: list[_Op] = []
+        for script, ops in self.pending.items():
+            keep = []
+            for op in ops:
+                base = posixpath.basename(forward_slashes(op[0]))
+                if base and base in said and re.search(rf"(?<![\w.-]){re.escape(base)}(?![\w-])", said):
+                    found.append((op[0], op[1], "script", op[2]))
+                else:
+                    keep.append(op)
+            self.pending[script] = keep
+        self.pending = {s: ops for s, ops in self.pending.items() if ops}
+        return found
 
 
 #: Hermes ``skill_manage`` actions that write a skill's files (``view``/``list``/``delete`` do not produce one).
@@ -682,7 +801,68 @@ def _claimed_edits(text: str, known: Sequence[str]) -> list[str]:
             at = _PROSE_PATH.search(sentence)
             if at is None or not _ABOUT.search(sentence[:at.start()]):
                 found.append(name)
+        elif (item := _CHANGE_ITEM.match(sentence)) and "?" not in sentence and not _ADVICE.search(sentence):
+            found += _item_files(item.group(1), known)
     return found
+
+
+# A change list's item: a past-tense change verb opens it, its subject the assistant left out ("- Added a
+# guard in `throttle.py`", "- **Updated** `a.py` and `b.py`"). Verbs that only look ("Verified", "Ran",
+# "Checked") are not in the list: an item that reports a check changed nothing.
+_CHANGE_ITEM = re.compile(
+    r"^\s*+(?:[-*+•]|\d+[.)])\s++(?:\*\*)?((?:Added|Updated|Edited|Modified|Changed|Extended|Fixed|Patched|Created|"
+    r"Rewrote|Rewritten|Refactored|Replaced|Implemented|Introduced|Tightened|Broadened|Adjusted|Reworked|Wired|"
+    r"Converted|Expanded|Hardened|Simplified|Wrote|Inserted|Appended|Switched|Made)\b.*"
+    r"|(?:已)?(?:修改|修复|更新|添加|新增|创建|新建|重构|实现|替换|调整|完善|改写|重写)了.*)$")
+# A file after these words is what the change uses or is about, not where it was made ("switched to `x.ts`").
+_NOT_CHANGED_AT = re.compile(
+    r"\b(?:for|of|about|from|on|against|describing|covering|use|uses|using|via|like|than|instead of|matching|"
+    r"import|imports|importing|calls|calling)\s+(?:the\s+)?[`'\"(]?$", re.I)
+
+
+# A file moved or renamed, in a change-list item or a first-person claim: "- Moved `src/a.js` → `src/x/a.js`",
+# "**Moved test file** from `a.test.js` to `test/a.test.js`", "I renamed `old.ts` to `new.ts`". Only the file
+# itself moves: "Moved the helper from `a.js` to `b.js`" moved code, and both files stay.
+_MOVE_WORD = re.compile(r"\b(?:[Mm]oved|[Rr]enamed|[Rr]elocated)\b|移动了|重命名了|移到了")
+_MOVE_CLAIM = re.compile(
+    r"^\s*+(?:(?:[-*+•]|\d+[.)])\s++(?:\*\*)?|.*?\b(?:I|we)(?:'ve| have)?\s+)(?:[Mm]oved|[Rr]enamed|[Rr]elocated)\b"
+    r"(?P<what>(?:\s*+(?:(?:the|test|source|config|script|module|component|file|files)\b|\*\*))*+)\s*+(?:from\s++)?"
+    r"(?P<rest>[`'\"]?[^\s`'\"]+.*)$")
+_MOVED_TO = re.compile(r"\s*+[`'\"]?\s*+(?:→|->|=>|\bto\b|\binto\b)\s*+[`'\"]?")
+
+
+def _claimed_moves(text: str, known: Sequence[str]) -> list[tuple[str, FileAction]]:
+    """Files a reply says it moved or renamed: the old path is gone (``deleted``), the new one is ``moved``."""
+    found: list[tuple[str, FileAction]] = []
+    for line in _BLOCK.sub(" ", text).split("\n"):
+        if len(line) > 500 or not (m := _MOVE_CLAIM.match(line)) or _FUTURE.search(line) or "?" in line:
+            continue
+        rest = m.group("rest")
+        src = _PROSE_PATH.match(rest.lstrip("`'\""))
+        if src is None:
+            continue
+        after = rest.lstrip("`'\"")[src.end():]
+        if not (to := _MOVED_TO.match(after)):
+            continue
+        dest = after[to.end():]
+        dst = _PROSE_PATH.match(dest)
+        old = _item_files(src.group(1), known)[0]
+        found.append((old, "deleted"))
+        if dst is not None:
+            found.append((_item_files(dst.group(1), known)[0], "moved"))
+    return found
+
+
+def _item_files(item: str, known: Sequence[str]) -> list[str]:
+    """The files one change-list item names as changed (an item may list several: "annotations (`a.py`, `b.py`)")."""
+    out = []
+    for m in _PROSE_PATH.finditer(item):
+        if _NOT_CHANGED_AT.search(item[max(0, m.start() - 40):m.start()]):
+            continue
+        name = m.group(1)
+        hits = {k for k in known if k == name or k.endswith("/" + name)}
+        out.append(hits.pop() if len(hits) == 1 else name)
+    return out
 
 
 # ``git status`` (long form), ``git status --porcelain`` and ``--stat`` lines, in output or pasted by the user.

@@ -18,7 +18,8 @@ command sets the base later relative paths resolve against.
 Recognised: ``mv``, ``cp``, ``rm``/``unlink``, ``touch``, ``tee``, ``sed -i``, output
 redirections and output options (``--out``/``--output`` with a file name, ``curl -o``, ``wget -O``). Everything else is ignored, including input redirections, fd duplication (``2>&1``),
 scripts and interpreters whose effects cannot be seen from the text, and anything that is not a
-particular file (``/dev/null``, ``/proc``, globs, ``$VARS``, command substitution).
+particular file (``/dev/null``, ``/proc``, globs, ``$VARS``, command substitution), and a best-effort
+append (``>> log 2>/dev/null || true``).
 
 ``normalise_path`` lives here because it is that last filter; ``facts.py`` applies the same rule
 (and the cwd-relative form) to paths from every other tool.
@@ -152,18 +153,25 @@ def _tokens(command: str) -> list[str]:
 
 
 def _segments(tokens: list[str]) -> Iterable[tuple[list[str], list[tuple[str, str]]]]:
-    """Split tokens into simple commands: (words, [(redirect op, target), ...])."""
+    """Split tokens into simple commands: (words, [(redirect op, target), ...]).
+
+    A best-effort append, ``echo x >> log 2>/dev/null || true``, is left out: the command itself says the write
+    may not happen and does not matter (a skill's telemetry line, a tool's own log), so it is no output."""
     words: list[str] = []
     redirects: list[tuple[str, str]] = []
+    quiet = False  # this simple command sends its errors to /dev/null
     it = iter(range(len(tokens)))
     for i in it:
         tok = tokens[i]
         nxt = tokens[i + 1] if i + 1 < len(tokens) else ""
         if tok in _SEPARATORS:
+            if quiet and tok == "||" and tokens[i + 1:i + 2] in (["true"], [":"]):
+                redirects = [(op, target) for op, target in redirects if op != ">>"]
             if words or redirects:
                 yield words, redirects
-            words, redirects = [], []
+            words, redirects, quiet = [], [], False
         elif tok.isdigit() and nxt in _OUT_REDIRECTS | _IN_REDIRECTS:
+            quiet = quiet or (tok == "2" and nxt == ">" and tokens[i + 2:i + 3] == ["/dev/null"])
             continue  # the fd number of ``2>file`` / ``2>&1``
         elif tok in _OUT_REDIRECTS or tok in _IN_REDIRECTS:
             if tok in _OUT_REDIRECTS and nxt and nxt not in _SEPARATORS:

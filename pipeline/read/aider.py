@@ -4,8 +4,9 @@ A session starts at ``# aider chat started at <local time>``. ``#### `` lines ar
 ``> `` lines are aider's own output (banner, confirmations, results), everything else is the
 model. aider has no tool calls, so its observable actions are turned into synthetic ones on
 the assistant row they follow: ``> Applied edit to <path>`` becomes ``aider_apply_edit`` with
-``{"path"}`` (the most reliable "files produced" signal) and ``> Commit <sha> <msg>`` becomes
-``aider_commit``; the ``>`` block text is the tool row. Other ``>`` output (errors, token
+``{"path"}`` (the most reliable "files produced" signal), a file name followed by ``> Create new
+file? (Y)es/(N)o [Yes]: y`` becomes ``aider_create_file`` (unless aider then reports it could not write
+it), and ``> Commit <sha> <msg>`` becomes ``aider_commit``; the ``>`` block text is the tool row. Other ``>`` output (errors, token
 costs) becomes a ``system`` row. There are no per-message times: rows get the session start.
 """
 
@@ -24,12 +25,22 @@ _START = re.compile(r"^# aider chat started at (.+?)\s*$")
 _MODEL = re.compile(r"^(?:Main model|Model): (\S+)")
 _EDIT = re.compile(r"^Applied edit to (.+?)\s*$")
 _COMMIT = re.compile(r"^Commit ([0-9a-f]{6,40}) (.*)$")
+# aider asks before it writes a file the model named that does not exist yet: the name on the line
+# above, then "Create new file? (Y)es/(N)o [Yes]: y". A yes is a file created even when no "Applied edit
+# to" line follows it (an edit batch that ended in an error still wrote the files it had created).
+_CREATE = re.compile(r"^Create new file\? \(Y\)es/\(N\)o\b[^\n]*\]:\s*(\S*)\s*$")
+_WRITE_FAILED = re.compile(r"^(?:Unable to write file|Skipping edits to) (.+)$")
+_FAILURE_TAIL = re.compile(r" after \d+ attempts\b.*$|: \[Errno \d+\].*$")
 # aider logs the user's answer to its own confirmation prompt as a user line ("#### Add file to the chat?
 # (Y)es/(N)o/(A)ll/(S)kip all/(D)on't ask again [Yes]: all"): a keypress, not a request.
 _PROMPT_ANSWER = re.compile(r"\(Y\)es/\(N\)o\b.*\]:\s*\S*\s*$")
 # Reasoning models' thinking, which aider writes into the reply between tags named by a hash.
 _THINKING = re.compile(r"<(thinking-content-[0-9a-f]+)>.*?(?:</\1>|\Z)", re.S)
 _BANNER = re.compile(r"^(Aider v|Main model:|Model:|Weak model:|Editor model:|Git repo:|Repo-map:|Added .* to the chat|Use /help|Cost estimates|https://aider\.chat/HISTORY)")
+
+
+def _slashes(path: str) -> str:
+    return path.strip().strip("'\"").replace("\\", "/")
 
 
 def _strip(line: str, prefix: str) -> str:
@@ -84,9 +95,15 @@ def _session(path: Path, n: int, started: str, lines: list[str]) -> Session:
                 drafts.append(Draft(role="assistant", content=reply, reasoning=thinking or None))
         else:
             calls: list[ToolCall] = []
-            for line in body_lines:
+            refused = [_slashes(_FAILURE_TAIL.sub("", f.group(1))) for line in body_lines if (f := _WRITE_FAILED.match(line))]
+            for i, line in enumerate(body_lines):
                 model = model or (m.group(1) if (m := _MODEL.match(line)) else None)
-                if e := _EDIT.match(line):
+                if ((c := _CREATE.match(line)) and c.group(1).lower() in ("y", "yes") and i
+                        and (target := body_lines[i - 1].strip()) and not _CREATE.match(target)
+                        and not any(r == _slashes(target) or r.endswith("/" + _slashes(target)) for r in refused)):
+                    serial += 1
+                    calls.append(ToolCall(id=f"{sid}-n{serial}", name="aider_create_file", arguments={"path": target}))
+                elif e := _EDIT.match(line):
                     serial += 1
                     calls.append(ToolCall(id=f"{sid}-e{serial}", name="aider_apply_edit", arguments={"path": e.group(1)}))
                 elif c := _COMMIT.match(line):
@@ -98,7 +115,9 @@ def _session(path: Path, n: int, started: str, lines: list[str]) -> Session:
                 drafts[-1].tool_calls.extend(calls)
                 for i, call in enumerate(calls):
                     # The first result row carries the whole block; the rest name their own target.
-                    content = body if i == 0 else f"Applied edit to {call.arguments.get('path', '')}" if isinstance(call.arguments, dict) and "path" in call.arguments else ""
+                    target = call.arguments.get("path") if isinstance(call.arguments, dict) else None
+                    content = body if i == 0 else "" if target is None else \
+                        f"Created {target}" if call.name == "aider_create_file" else f"Applied edit to {target}"
                     drafts.append(Draft(role="tool", content=content, tool_call_id=call.id, tool_name=call.name))
             elif not all(_BANNER.match(x) or not x.strip() for x in body_lines):
                 drafts.append(Draft(role="system", content=body))

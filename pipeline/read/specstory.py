@@ -24,7 +24,11 @@ from pipeline.read._common import Draft, build_messages, parse_ts, read_text, st
 
 ORIGIN = "specstory-md"
 
-_TURN = re.compile(r"^_\*\*(User|Assistant|Agent)(?:\s*\((.*)\))?\*\*_\s*$")
+# v2.1 marks a Claude Code sub-agent's turns "_**Agent - sidechain (model time)**_": the parent's prompt to it
+# and its own work, both the agent's side of the session (its tool calls are the session's too).
+_TURN = re.compile(r"^_\*\*(User|Assistant|Agent)( - sidechain)?(?:\s*\((.*)\))?\*\*_\s*$")
+# v2.1 puts the model before the time: "(gpt-5.3-codex 2026-03-07 00:05:28Z)".
+_MODEL_THEN_TIME = re.compile(r"^(\S+)\s+(\d{4}-\d{2}-\d{2}[ T][\d:.]+Z?)$")
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _SESSION = re.compile(r"<!--\s*(.+?)\s+Session\s+([0-9a-fA-F-]{8,})\s*(?:\((.*?)\))?\s*-->")
 _TITLE = re.compile(r"^#{1,2} (?!SpecStory\s*$)(.+?)(?:\s+\(([^()]*\d{4}[^()]*)\))?\s*$")
@@ -55,10 +59,10 @@ def _split_turns(text: str) -> tuple[list[str], list[tuple[str, str, list[str]]]
     for line in text.split("\n"):
         m = _FENCE.match(line)
         t = _TURN.match(line)
-        # A marker right after a "---" separator is a real turn even inside an open fence: exports
-        # cut assistant output mid-code-block and never close the fence.
-        if t and (fence is None or prev == "---"):
-            blocks.append((t.group(1), (t.group(2) or "").strip(), []))
+        # A marker right after a "---" separator or a closed tool block is a real turn even inside an open
+        # fence: exports cut assistant output mid-code-block and never close the fence.
+        if t and (fence is None or prev == "---" or prev.endswith("</tool-use>")):
+            blocks.append((t.group(1) + (t.group(2) or ""), (t.group(3) or "").strip(), []))
             fence, prev = None, line.strip()
             continue
         if m:
@@ -103,15 +107,23 @@ def _args_from_summary(summary: str) -> tuple[str | None, dict[str, Any]]:
     return None, args
 
 
-def _tool_from_inner(name: str, inner: str) -> tuple[dict[str, Any], str]:
-    """Arguments and body text of one tool block (``inner`` = markup inside the tool wrapper)."""
+def _tool_from_inner(name: str, inner: str, kind: str = "") -> tuple[dict[str, Any], str]:
+    """Arguments and body text of one tool block (``inner`` = markup inside the tool wrapper; ``kind`` = its
+    ``data-tool-type``)."""
     sm = _SUMMARY.search(inner)
     summary = html.unescape(sm.group(1)).strip() if sm else ""
     summary = re.sub(r"^Tool use: \*\*[\w.-]+\*\*\s*(?:•\s*)?", "", summary).strip()
     _, args = _args_from_summary(summary)
     body = _SUMMARY.sub("", inner)
     body = html.unescape(re.sub(r"</?details>", "", body)).strip()
-    paths = _PATCH_PATH.findall(body)
+    if kind == "shell" and "command" not in args and (command := _shell_command(summary, body)):
+        args["command"] = command
+    # Claude Code's Write is rendered as its content in a fence (then its result): the content is its input.
+    if name == "Write" and "content" not in args and (written := _FENCED.match(body)):
+        args["content"] = written.group(2).removesuffix("\n")  # the newline before the closing fence is the export's
+    if (patch := _rendered_patch(body)) is not None:
+        args.setdefault("input", patch)
+    paths = _PATCH_PATH.findall(body) or _PATCH_PATH.findall(str(args.get("input", "")))
     if paths:
         args.setdefault("path", paths[0].strip())
         if len(paths) > 1:
@@ -124,6 +136,53 @@ def _tool_from_inner(name: str, inner: str) -> tuple[dict[str, Any], str]:
     return args, body
 
 
+# v2.1 shows a shell call's command as a code span: the summary's whole text (Codex CLI: "Tool use:
+# **exec_command** `npm test`") or a line of its own under the call's description (Claude Code's Bash); a
+# command of several lines is the ```bash fence the body opens with, before the output's fence.
+_SPAN_LINE = re.compile(r"^`([^\n]+)`$")
+_LEAD_FENCE = re.compile(r"\A(?:[^`\n][^\n]*\n+)?```(?:bash|sh|shell|zsh|powershell|pwsh|cmd)[ \t]*\n(.*?)\n```", re.S)
+
+
+def _shell_command(summary: str, body: str) -> str | None:
+    """The command of a v2.1 shell block whose summary holds no "Run command:" (see ``_SPAN_LINE``)."""
+    if m := _SPAN_LINE.match(summary):
+        return m.group(1).strip() or None
+    head = body.split("```", 1)[0]
+    for line in head.strip().split("\n"):
+        if m := _SPAN_LINE.match(line.strip()):
+            return m.group(1).strip() or None
+    if m := _LEAD_FENCE.match(body):
+        return m.group(1).strip() or None
+    return None
+
+
+# SpecStory's Codex CLI export renders an ``apply_patch`` input as one section per file: a bold header
+# ("**Update: `src/a.js`**"; Add, Modify, Update, Delete) over a ```diff fence of that file's patch lines,
+# a Delete header over nothing. A "*** Move to:" line stays inside the fence, as the patch had it.
+_RENDERED_HEADER = re.compile(r"^\*\*(Add|Modify|Update|Delete): `([^`\n]+)`\*\*[ \t]*$", re.M)
+# The fence SpecStory wraps content in is longer than any backtick run inside it.
+_FENCED = re.compile(r"^(`{3,})[^\n`]*\n(.*?)^\1[ \t]*$", re.M | re.S)
+_RENDERED_VERB = {"Add": "Add", "Modify": "Update", "Update": "Update", "Delete": "Delete"}
+
+
+def _rendered_patch(body: str) -> str | None:
+    """The ``*** Begin Patch`` text a rendered apply_patch block was made from (headers and patch
+    lines), so the call carries its input as Codex's own rollout does; None for any other body."""
+    headers = list(_RENDERED_HEADER.finditer(body))
+    if not headers:
+        return None
+    lines = ["*** Begin Patch"]
+    for i, h in enumerate(headers):
+        verb, path = h.group(1), h.group(2).strip()
+        lines.append(f"*** {_RENDERED_VERB[verb]} File: {path}")
+        section = body[h.end():headers[i + 1].start() if i + 1 < len(headers) else len(body)]
+        # the fence follows its header; a match anchored there costs one pass (a search could restart at every "```")
+        if verb != "Delete" and (fence := _FENCED.match(section.lstrip())):
+            lines.extend(fence.group(2).rstrip("\n").split("\n"))
+    lines.append("*** End Patch")
+    return "\n".join(lines)
+
+
 def _classify(segment: str) -> list[tuple[str, dict[str, Any], str] | str]:
     """A segment as a list of tool calls ``(name, args, body)`` and prose strings, in order."""
     if "<tool-use" in segment:
@@ -134,7 +193,7 @@ def _classify(segment: str) -> list[tuple[str, dict[str, Any], str] | str]:
                 parts.append(segment[pos:m.start()].strip())
             attrs = dict(_ATTR.findall(m.group(1)))
             name = attrs.get("name") or "unknown"
-            args, body = _tool_from_inner(name, m.group(2))
+            args, body = _tool_from_inner(name, m.group(2), attrs.get("type", ""))
             parts.append((name, args, body))
             pos = m.end()
         if segment[pos:].strip():
@@ -193,14 +252,17 @@ def read(path: Path) -> Iterator[Session]:
     models: Counter[str] = Counter()
     serial = 0
     for speaker, arg, lines in blocks:
-        ts = parse_ts(arg) if arg[:1].isdigit() else None
+        if mt := _MODEL_THEN_TIME.match(arg):
+            model_arg, ts = mt.group(1), parse_ts(mt.group(2))
+        else:
+            model_arg, ts = ("" if arg[:1].isdigit() else arg), (parse_ts(arg) if arg[:1].isdigit() else None)
         if speaker == "User":
             body = "\n".join(lines).strip().strip("-").strip()
             if body:
                 drafts.append(Draft(role="user", content=body, timestamp=ts))
             continue
-        if arg and not arg[:1].isdigit() and arg != "default":
-            models[re.sub(r"^model\s+", "", arg.split(",")[0]).strip()] += 1
+        if model_arg and model_arg != "default" and not speaker.endswith("sidechain"):
+            models[re.sub(r"^model\s+", "", model_arg.split(",")[0]).strip()] += 1
         cur: Draft | None = None
         last_tool: tuple[str, dict[str, Any], str] | None = None
         for seg in _segments(lines):
