@@ -593,7 +593,7 @@ def test_chinese_instructions_requests_and_replacements_are_no_decisions_and_opt
 
 def test_a_long_session_keeps_decisions_from_all_along() -> None:
     """Twenty equally firm choices: the note's twelve come from every stretch of the session, not the first twelve."""
-    from pipeline.summarize.extractive import MAX_DECISIONS
+    from pipeline.summarize.decisions import MAX_DECISIONS
 
     replies = [a(f"We keep tokens in a list rather than a tree number {i}.") for i in range(20)]
     s = sess(u("build the parser"), *replies)
@@ -603,7 +603,7 @@ def test_a_long_session_keeps_decisions_from_all_along() -> None:
 
 
 def test_a_long_session_keeps_its_firmest_decisions() -> None:
-    from pipeline.summarize.extractive import MAX_DECISIONS
+    from pipeline.summarize.decisions import MAX_DECISIONS
 
     weak = [a(f"The parser keeps tokens in a list rather than a tree number {i}.") for i in range(MAX_DECISIONS + 3)]
     strong = a("We decided to switch to SQLite instead of Postgres because the app has one user.")

@@ -1,0 +1,242 @@
+"""Key decisions, extracted: the sentences in which a session chose something, quoted, never paraphrased.
+
+``decision_candidates`` finds every sentence with choice language (English, Chinese and the other languages
+sessions are held in), with the options it turned down and its stated reason; the LLM summariser gets these
+as hints and judges them itself. The extractive note, which cannot judge, keeps only the firm ones
+(``firm``: no offer, question, guess, table row or lead-in) and at most ``MAX_DECISIONS`` of them, spread over
+the session (``strongest``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from pipeline.facts.turns import _kind, _live, _prose, _sentences
+from pipeline.models import Decision, Message
+from pipeline.screen import Screen
+from pipeline.summarize.text import _CODE_SPAN, _LIST_MARK, _MARKUP, _UNITS, _clip
+
+_DECISION = re.compile(
+    r"\b(?:decided to|decide to|we'?ll use|we will use|let'?s (?:use|go with|stick with|switch)|going with|"
+    r"went with|chose|choose|chosen|picked|opted for|opting for|instead\b|rather than|switch(?:ed|ing)? to|"
+    r"prefer(?:red|s)?\b|(?:don'?t|do not)\b[^.;]*,\s*use\b)"
+    r"|决定|改用|选择|采用|采纳|而不是|不用|(?<!替)换成|还是用|不要", re.I)
+#: A recommendation is the decision of a review or an analysis ("I would not use three optional fields",
+#: "Best shape: `embedding_inputs`", "我建议改用…"). Only the extractive note adds these: the LLM's hints
+#: (``decision_candidates`` without ``recommendations``) are part of its recorded prompts.
+_RECOMMEND = re.compile(
+    r"\bI(?:'d| would)(?: not| rather)? (?:use|avoid|keep|go with|recommend|pick|choose|prefer|model|make|split|move)\b"
+    r"|\bI (?:recommend|suggest)\b|\b(?:my |our |final )?(?:recommendation|decision|verdict)(?: is)?\s*[:：]|\brecommended (?:approach|fix|option|shape|path)\b"
+    r"|\b(?:best|safest|simplest) (?:option|approach|shape|fix|choice|path)\s*(?:is\b|[:：])"
+    r"|我(?:建议|建議|推荐|推薦|倾向|傾向)|建议(?:用|使用|采用|改|把|将)|最好(?:用|使用|改用)"
+    r"|(?:最终|最后)的?(?:推荐|决定|方案|选择)", re.I)
+#: Choice words in the other languages sessions are held in (Portuguese, Spanish, French, German, Russian): the
+#: note quotes the session, so its decisions are found in the session's own words.
+_DECISION_OTHER = re.compile(
+    r"\b(?:decid(?:i|imos|iu|í|ió|ido)|opt(?:ei|amos|ou|é)|escolh(?:i|emos|eu)|eleg(?:í|imos)|em vez de|ao inv[ée]s de"
+    r"|en (?:lugar|vez) de|vamos usar|vou usar|mudei para|troquei|recomendo|recomiendo|j'ai choisi|au lieu de"
+    r"|je recommande|stattdessen|entschieden|empfehle)\b"
+    r"|(?<![А-Яа-яЁё])(?:решил[аи]?|решено|выбрал[аи]?|вместо|рекомендую|рекомендуется|предлагаю|лучше использовать)"
+    r"(?![А-Яа-яЁё])", re.I)
+#: A change made for a stated reason is a choice too ("移除Spring Boot Maven插件，因为common是一个库模块", "moving the
+#: import inside main() to avoid the circular import"): a change verb and a reason in one sentence, not a guess or
+#: a failure's post-mortem ("likely because", "failed because I used a host path"). "since" is left out: it
+#: explains far more often than it decides ("the replace() call is a no-op since the lexer changed").
+_REASON = re.compile(r"\b(?:because|so that|to avoid|to prevent)\b|因为|由于|以便|为了|避免|以免", re.I)
+_REASON_CHANGE = re.compile(
+    r"\b(?:using|used|switch(?:ed|ing)|mov(?:ed|ing)|remov(?:ed|ing)|replac(?:ed|ing)|skipp(?:ed|ing)|dropp(?:ed|ing)"
+    r"|disabl(?:ed|ing)|renam(?:ed|ing)|splitting|pinn(?:ed|ing)|revert(?:ed|ing)|exclud(?:ed|ing)|downgrad(?:ed|ing)"
+    r"|wrapp(?:ed|ing))\b|^(?:use|switch|move|remove|replace|skip|drop|disable|rename|split|pin|revert|exclude|wrap)\b"
+    r"|\b(?:I'll|I will|we'll|we will|let's|let me)\s+(?:use|switch|move|remove|replace|skip|drop|disable|rename|split"
+    r"|pin|revert|exclude|wrap)\b|移除|删除|改为|改用|改成|跳过|去掉|替换|禁用|拆分|降级|不应|不需要|换成", re.I)
+_GUESS = re.compile(r"\b(?:likely|probably|perhaps|maybe|seems?|fail\w*|error\w*)\b|可能|似乎|失败|报错", re.I)
+
+
+def _reasoned(sentence: str) -> bool:
+    return bool(_REASON.search(sentence) and _REASON_CHANGE.search(sentence) and not _GUESS.search(sentence))
+
+
+_CORRECTION = re.compile(r"^(?:no,\s|actually,?\s)", re.I)
+_REJECTED = (
+    re.compile(r"\binstead of\s+(?:using\s+)?([^,.;:!?()]+)", re.I),
+    re.compile(r"\brather than\s+(?:using\s+)?([^,.;:!?()]+)", re.I),
+    re.compile(r"\b(?:chose|choose|chosen|picked|prefer\w*|going with|went with)\b[^.;]*?\bover\s+([^,.;:!?()]+)",
+               re.I),
+    re.compile(r"\b(?:don'?t|do not|would not|wouldn'?t) use\s+([^,.;:!?()]+)", re.I),
+    re.compile(r"\bswitch(?:ed|ing)? from\s+([^,.;:!?()]+?)\s+to\b", re.I),
+    re.compile(r"\b(?:em vez de|ao inv[ée]s de|en (?:lugar|vez) de|au lieu de)\s+([^,.;:!?()]+)", re.I),
+    re.compile(r"(?<![А-Яа-яЁё])вместо\s+([^,.;:!?()]+)", re.I),
+    re.compile(r"而不是(?:用|使用)?([^，。；：,.;:！？()（）]+)"),
+    re.compile(r"(?:不用|不要)(?:再)?(?:用|使用)?([^，。；：,.;:！？()（）]+)"),
+    re.compile(r"把([^，。；：,.;:！？()（）]+?)(?:替换成|替换为|换成|改成)"),
+)
+_OPTION_END = re.compile(r"\s+(?:because|since|so|for|as|which|when|if)\b|因为|由于", re.I)
+_RATIONALE = re.compile(r"\b(?:because|since|so that|as it)\b\s*(.+)$|(?:因为|由于)(.+)$", re.I)
+
+
+#: Choice words in a sentence that does not make a choice: an offer or a question to the user, a guess,
+#: a table row, or a lead-in to a list ("Karpenter can choose between these based on:"), unless the lead-in itself
+#: says what was adopted ("改用 tooltip："). The LLM gets all candidates as hints and judges them; the
+#: extractive summary, which cannot, drops these.
+_TENTATIVE = re.compile(
+    r"^(?:maybe|perhaps|possibly|alternatively|if\b|or\b|please\b|\|)|\b(?:let me know|would you like|you'?d (?:like|prefer)"
+    r"|tell me if|if you(?:'re| are) not sure|might|may need to|could try|i wonder)\b|^(?:\d{1,2}[.、]\s*)?(?:也许|可能|或者|请|如果|假如|要是|(?:你的)?意思是)", re.I)
+_LEAD_IN = re.compile(r"[:：]\W*$")
+_ADOPTED = re.compile(r"\b(?:decided|went with|switch(?:ed)? to|instead|rather than)\b|决定|改用|采用|(?<!替)换成|而不是", re.I)
+
+
+# Choice words that choose nothing: a UI's "选择框"/"可选择" (a select box, selectable), "什么都不用管" (no need
+# to), "your chosen model" and "can choose from" (instructions), "switch gears" (an idiom). In Chinese also:
+# "要不要/是不是" (whether), "帮你决定/决定下一个…" (asking for a decision), "不用改/不要动了/不用额外花钱" (no need
+# to do a bare verb: an instruction, no option turned down), "不要有卡顿/不要误导我" and "如果不用…" (a
+# requirement, a complaint, a condition).
+_NOT_A_CHOICE = re.compile(
+    r"选择(?:[框器项性题栏]|过渡|效果|按钮|面板|列表|功能|组件|弹窗|逻辑|界面)|可(?:以)?选择|(?:都|也|就)不用|\b(?:your|the|their|a) chosen\b"
+    r"|要不要|用不用|是不是|需不需要|(?:帮(?:我|你)|你来|由你|需要你)决定|决定(?:下一|一下|哪)"
+    r"|(?:不用|不要)(?:再)?(?:[\u3400-\u9fff]|担心|纠结|糾結|操心|理会|拖延|着急|在意|客气|麻烦)(?:了|它)?"
+    r"(?=[，。；、,.;！？!?）)*]|$)"
+    r"|不用额外|不要有|不[用要](?:我|你)|不要误导|(?:如果|假如|要是)不[用要]|[你您]的选择"
+    # how to click through a console ("不要勾任何东西", "不用一个个截"): a step for the user, no option declined
+    r"|(?:不用|不要)(?:再)?(?:一个个|一一)?(?:勾|填|点|截|按|拖|输入)"
+    r"|\b(?:can|could|to|may|might|will|must|should|let [\w/]+) choose\b|\bchooses\b|\bchoose (?:from|between)\b"
+    r"|\bswitch(?:ed|ing)? gears\b", re.I)
+# Not a sentence anyone decided in: a heading (also a bold line), a table row, or data (a JSON list of asks
+# pasted back).
+_NOT_PROSE = re.compile(r"^#|^\*\*[^*]+\*\*[:：]?$|\s\|\s|^[\"',\]\[{}]|\"\s*,\s*\"")
+
+
+
+
+def _chooses(text: str) -> bool:
+    rest = _NOT_A_CHOICE.sub(" ", text)
+    return bool(_DECISION.search(rest) or _RECOMMEND.search(rest) or _DECISION_OTHER.search(rest) or _reasoned(rest)
+                or _CORRECTION.match(rest))
+
+
+def _firm(choice: str) -> bool:
+    prose = _CODE_SPAN.sub("`…`", choice)  # "Best shape: `X | None`" is no table row
+    # A question asked mid-sentence chooses only if its answer follows ("要不要納入 X?— 我傾向納入");
+    # "Why did you choose EKS over Kubernetes?" asks.
+    if _NOT_PROSE.search(prose) or not _chooses(re.split(r"[?？]", prose)[-1]):
+        return False
+    if len(_UNITS.findall(choice)) < 3:  # a label ("Recommended Shape"), not a sentence
+        return False
+    # Hedges count in the choice itself, not in its reason ("use X, because Y might time out").
+    return not _TENTATIVE.search(_RATIONALE.sub("", choice)) and (
+        not _LEAD_IN.search(choice) or bool(_ADOPTED.search(choice)))
+
+
+#: The most decisions a note lists; a long session has more candidates, so the firmest are kept.
+MAX_DECISIONS = 12
+#: ... from each of this many stretches of the session in turn (``_strongest``).
+SPREAD = 4
+# A choice that names its verb (decided, switched to, went with, 决定, 改用): firmer than one that only contrasts.
+_STRONG = re.compile(
+    r"\b(?:decided|decide to|chose|opted|went with|going with|picked|switch(?:ed|ing)? to|we'?ll use|let'?s use"
+    r"|recommend\w*)\b|决定|改用|采用|采纳|(?<!替)换成|选用|建议|建議|推荐", re.I)
+
+
+def _strongest(decisions: list[Decision], limit: int = MAX_DECISIONS) -> list[Decision]:
+    """At most ``limit`` decisions, in session order: a named choice verb, a reason and a rejected option each
+    make a decision firmer; among equals the earlier stays (the first statement of a choice is its source)."""
+    if len(decisions) <= limit:
+        return decisions
+    score = {id(d): 2 * bool(_STRONG.search(d.choice)) + bool(d.rationale) + bool(d.rejected) for d in decisions}
+    # A long session decides all along: each quarter of the candidates (in session order) gives its firmest in
+    # turn, so the choices made late (hosting, deployment) are not all cut for the early ones.
+    quarters = [sorted(decisions[i * len(decisions) // SPREAD:(i + 1) * len(decisions) // SPREAD],
+                       key=lambda d: -score[id(d)]) for i in range(SPREAD)]
+    keep: set[int] = set()
+    while len(keep) < limit:
+        for q in quarters:
+            if q and len(keep) < limit:
+                keep.add(id(q.pop(0)))
+    return [d for d in decisions if id(d) in keep]
+
+
+def _plain(d: Decision) -> Decision:
+    """Without Markdown bold and heading marks; a sentence split inside **bold** leaves half a pair."""
+    choice = " ".join(_MARKUP.sub("", d.choice).split())
+    return d if choice == d.choice else d.model_copy(update={"choice": choice})
+
+
+#: One RE2 pass tells most replies apart from those that may choose (the ``re`` alternations above cost a
+#: scan per position, and most replies choose nothing); a maybe still goes through the ``re`` checks below.
+_MAY_CHOOSE = Screen([_DECISION])
+_MAY_CHOOSE_OR_RECOMMEND = Screen([_DECISION, _RECOMMEND, _DECISION_OTHER, _REASON])
+
+
+#: A heading (or a bold line) and the first line under it.
+_HEADING_THEN_LINE = re.compile(
+    r"^(?:#{1,6}[ \t]+(?P<h>[^\n]+)|\*\*(?P<b>[^*\n]+)\*\*[:：]?)[ \t]*\n(?:[ \t]*\n)?(?P<body>[^\s#|>`-][^\n]*)", re.M)
+#: A heading that only announces a choice ("## 我的最终推荐（…）", "## Decision", "**Recommended Shape**"): what was
+#: chosen is the line under it. A heading that states the choice itself ("用 AST 不用行数") is left alone.
+_ANNOUNCING = re.compile(r"(?:\b(?:decision|recommendation|verdict|recommended \w+|chosen \w+)|推荐|推薦|决定|決定|结论"
+                         r"|結論|建议|建議|选择|選擇)\W*$", re.I)
+_ASIDE = re.compile(r"[（(][^）)\n]*[）)]")
+
+
+def _headings_joined(text: str) -> str:
+    """``text`` with each announcing heading and the line under it as one sentence ("我的最终推荐：技术栈：方案 C …")."""
+    def join(m: re.Match[str]) -> str:
+        head = (m.group("h") or m.group("b")).strip().rstrip(":：* ")
+        if not _ANNOUNCING.search(_ASIDE.sub("", head).replace("*", "")):
+            return m.group(0)
+        return f"{head}：{_LIST_MARK.sub('', m.group('body').lstrip('*'))}"
+    return _HEADING_THEN_LINE.sub(join, text) if "\n" in text else text
+
+
+def decision_candidates(messages: Sequence[Message], *, recommendations: bool = False) -> list[Decision]:
+    """Sentences with explicit choice language (English and Chinese), with rejected options and evidence.
+
+    With ``recommendations``, a review's recommendations count as well (``_RECOMMEND``).
+    """
+    out: dict[str, Decision] = {}
+    screen = _MAY_CHOOSE_OR_RECOMMEND if recommendations else _MAY_CHOOSE
+
+    def chooses(text: str) -> bool:  # one sentence of a reply that may choose: screened again, on its own
+        return screen.may_match(text) and bool(_DECISION.search(text) or (recommendations and (
+            _RECOMMEND.search(text) or _DECISION_OTHER.search(text) or _reasoned(text))))
+
+    def may_choose(text: str) -> bool:  # the whole reply: any sentence of it may be the reasoned one
+        if not screen.may_match(text):
+            return False
+        return bool(_DECISION.search(text) or (recommendations and (
+            _RECOMMEND.search(text) or _DECISION_OTHER.search(text) or _REASON.search(text))))
+
+    for m in _live(messages):
+        if m.role not in ("user", "assistant") or (m.role == "user" and _kind(m) != "ask"):
+            continue
+        if m.role == "assistant" and not may_choose(m.content):
+            continue  # one scan of the reply instead of one per sentence: most replies choose nothing
+        for sentence in _sentences(_prose(m.content) if m.role == "user" else _headings_joined(m.content)):
+            correction = m.role == "user" and _CORRECTION.match(sentence)
+            if sentence.endswith(("?", "？")) or not (correction or chooses(sentence)):
+                continue
+            rejected: list[str] = []
+            for pattern in _REJECTED:
+                for hit in pattern.finditer(sentence):
+                    # "instead of X because ..." / "over X for the cache": the option ends at the reason
+                    option = _OPTION_END.split(hit.group(1), maxsplit=1)[0].replace("**", "")
+                    option = option.strip(" `'\"的")
+                    if option.count("`") % 2:  # cut inside a code span ("装 `claude-mem`"): no half a pair
+                        option = option.replace("`", "")
+                    option = _clip(option, 80)
+                    if option and option not in rejected:
+                        rejected.append(option)
+            why = _RATIONALE.search(sentence)
+            choice = _clip(sentence, 240)
+            out.setdefault(choice, Decision(
+                choice=choice,
+                rationale=_clip((why.group(1) or why.group(2)).strip(), 200) if why else "",
+                rejected=tuple(rejected),
+                evidence=f"msg {m.row_id}" if m.row_id is not None else None,
+            ))
+    return list(out.values())
+
+
+def key_decisions(messages: Sequence[Message]) -> list[Decision]:
+    """What the extractive note lists under key decisions: the firm candidates, recommendations included,
+    without Markdown marks, at most ``MAX_DECISIONS`` of them from all along the session."""
+    return _strongest([_plain(d) for d in decision_candidates(messages, recommendations=True) if _firm(d.choice)])
