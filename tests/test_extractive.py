@@ -648,3 +648,15 @@ def test_a_claim_after_a_code_change_nothing_ran_on_is_unknown() -> None:
     # docs and configs are checked by reading them: the claim stands, as the user closing the work does
     assert end(ask, *_tool("d", "patch", path="README.md", old_string="a", new_string="b"), claim) == "resolved"
     assert end(ask, *edit, claim, u("thanks, that's all")) == "resolved"
+
+
+def test_choice_words_with_typographic_apostrophes_are_choices_and_are_quoted_as_written() -> None:
+    """Codex and Copilot write "I’d", "let’s", "don’t" with U+2019; the patterns spell "'"."""
+    reply = ("I’d keep the local models unfiltered and only add an opt-in toggle for them.\n\n"
+             "Let’s go with `uv` instead of poetry because it resolves faster.\n\n"
+             "I’ll read the config first.")
+    s = sess(u("should we filter the local models too"), a(reply, 2))
+    got = [(d.choice, d.rejected, d.rationale) for d in summarise_extractive(s, [], derive_facts(s)).decisions]
+    assert got == [("I’d keep the local models unfiltered and only add an opt-in toggle for them.", (), ""),
+                   ("Let’s go with `uv` instead of poetry because it resolves faster.", ("poetry",),
+                    "it resolves faster.")]

@@ -108,6 +108,15 @@ _NOT_PROSE = re.compile(r"^#|^\*\*[^*]+\*\*[:：]?$|\s\|\s|^[\"',\]\[{}]|\"\s*,\
 
 
 
+#: Typographic apostrophes ("I’d keep", "let’s use", "don’t"), as Codex and Copilot write them: the patterns spell
+#: "'". One character for one, so a match's span in the straight text is the same in the text as written.
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
+
+
+def _straight(text: str) -> str:
+    return text.translate(_APOSTROPHES)
+
+
 def _chooses(text: str) -> bool:
     rest = _NOT_A_CHOICE.sub(" ", text)
     return bool(_DECISION.search(rest) or _RECOMMEND.search(rest) or _DECISION_OTHER.search(rest) or _reasoned(rest)
@@ -115,6 +124,7 @@ def _chooses(text: str) -> bool:
 
 
 def _firm(choice: str) -> bool:
+    choice = _straight(choice)
     prose = _CODE_SPAN.sub("`…`", choice)  # "Best shape: `X | None`" is no table row
     # A question asked mid-sentence chooses only if its answer follows ("要不要納入 X?— 我傾向納入");
     # "Why did you choose EKS over Kubernetes?" asks.
@@ -208,28 +218,29 @@ def decision_candidates(messages: Sequence[Message], *, recommendations: bool = 
     for m in _live(messages):
         if m.role not in ("user", "assistant") or (m.role == "user" and _kind(m) != "ask"):
             continue
-        if m.role == "assistant" and not may_choose(m.content):
+        if m.role == "assistant" and not may_choose(_straight(m.content)):
             continue  # one scan of the reply instead of one per sentence: most replies choose nothing
         for sentence in _sentences(_prose(m.content) if m.role == "user" else _headings_joined(m.content)):
-            correction = m.role == "user" and _CORRECTION.match(sentence)
-            if sentence.endswith(("?", "？")) or not (correction or chooses(sentence)):
+            plain = _straight(sentence)  # matched as straight; quoted as written (the spans are the same)
+            correction = m.role == "user" and _CORRECTION.match(plain)
+            if sentence.endswith(("?", "？")) or not (correction or chooses(plain)):
                 continue
             rejected: list[str] = []
             for pattern in _REJECTED:
-                for hit in pattern.finditer(sentence):
+                for hit in pattern.finditer(plain):
                     # "instead of X because ..." / "over X for the cache": the option ends at the reason
-                    option = _OPTION_END.split(hit.group(1), maxsplit=1)[0].replace("**", "")
+                    option = _OPTION_END.split(sentence[hit.start(1):hit.end(1)], maxsplit=1)[0].replace("**", "")
                     option = option.strip(" `'\"的")
                     if option.count("`") % 2:  # cut inside a code span ("装 `claude-mem`"): no half a pair
                         option = option.replace("`", "")
                     option = _clip(option, 80)
                     if option and option not in rejected:
                         rejected.append(option)
-            why = _RATIONALE.search(sentence)
+            why = _RATIONALE.search(plain)
             choice = _clip(sentence, 240)
             out.setdefault(choice, Decision(
                 choice=choice,
-                rationale=_clip((why.group(1) or why.group(2)).strip(), 200) if why else "",
+                rationale=_clip(sentence[why.start(why.lastindex or 1):].strip(), 200) if why else "",
                 rejected=tuple(rejected),
                 evidence=f"msg {m.row_id}" if m.row_id is not None else None,
             ))
