@@ -660,3 +660,22 @@ def test_choice_words_with_typographic_apostrophes_are_choices_and_are_quoted_as
     assert got == [("I’d keep the local models unfiltered and only add an opt-in toggle for them.", (), ""),
                    ("Let’s go with `uv` instead of poetry because it resolves faster.", ("poetry",),
                     "it resolves faster.")]
+
+
+def test_a_long_session_without_completion_words_is_cut_where_its_topic_changes() -> None:
+    """Replies in a language the completion words do not cover (Spanish here) never close a topic: the nine asks
+    fell into one phase. A phase of more than three asks is cut again where the asks' words change most."""
+    topics = [("el formulario de registro", "src/registro.ts"), ("la tabla de precios", "src/precios.ts"),
+              ("el menú lateral", "src/menu.ts")]
+    msgs: list[Message] = []
+    for n, (topic, path) in enumerate(topics):
+        for k, ask in enumerate((f"Crea {topic} nuevo", f"Mejora {topic} con validación",
+                                 f"Ajusta los colores de {topic}")):
+            msgs += [u(ask), *_write(f"w{n}{k}", path), a(f"Listo, he cambiado {topic} en `{path}`.")]
+    s = sess(*msgs)
+    phases = summarise_extractive(s, [], derive_facts(s)).phases
+    assert [p.asks for p in phases] == [
+        (f"Crea {t} nuevo", f"Mejora {t} con validación", f"Ajusta los colores de {t}") for t, _ in topics]
+    # a short session is not cut on such weak signals: three asks stay one phase
+    short = sess(*msgs[:9])
+    assert len(summarise_extractive(short, [], derive_facts(short)).phases) == 1

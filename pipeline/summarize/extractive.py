@@ -30,6 +30,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
+from itertools import pairwise
 
 from pipeline.facts.derive import COMMAND_TOOLS, call_command, file_touches, result_failed, work_root
 from pipeline.facts.endstate import (
@@ -205,21 +206,48 @@ def _generations(session: Session, chunks: Sequence[Chunk]) -> list[tuple[int, l
 def _split_topics(msgs: list[Message]) -> list[list[Message]]:
     """Cut before an ask that follows an answered ask (see module docstring), then merge the
     smallest neighbours until the count fits ``_phase_budget``: a long session keeps phases across
-    its whole length instead of one last phase that swallows every later topic."""
-    segments: list[list[Message]] = [[]]
-    last_ask: int | None = None  # index of the current segment's last ask
+    its whole length instead of one last phase that swallows every later topic.
+
+    The completion words that mark an answered ask are English and Chinese (and a few others); a session
+    held in Turkish or Spanish, or one whose replies end on a question each time, has none, and its asks
+    all fell into one phase. So a phase holding more than ``ASKS_PER_PHASE`` asks, while the generation
+    has fewer phases than one per ``ASKS_PER_PHASE`` asks, is cut again before an ask whose predecessor got
+    any answer (a reply or tool work), where the words of the asks around it change most (``_weak_cut``).
+    """
+    # One unit per ask: the ask and what follows it (what precedes the first ask rides with it).
+    units: list[list[Message]] = [[]]
+    has_ask = False
     for m in msgs:
-        is_ask = _kind(m) == "ask"
-        current = segments[-1]
-        if is_ask and last_ask is not None:
-            reply = next((x for x in reversed(current[last_ask + 1:]) if x.role == "assistant" and x.content.strip()),
-                         None)
-            if reply is not None and (_mentions_done(reply.content)
-                                      or _QUESTION.search(_trim_ask(current[last_ask].content))):
-                segments.append([])
-        segments[-1].append(m)
-        if is_ask:
-            last_ask = len(segments[-1]) - 1
+        if _kind(m) == "ask":
+            if has_ask:
+                units.append([])
+            has_ask = True
+        units[-1].append(m)
+    strong: list[bool] = [False]  # strong[k]: cut before unit k on a completion word or an answered question
+    answered: list[bool] = [False]  # answered[k]: unit k-1 got some answer
+    for prev in units[:-1]:
+        ask = next((x for x in prev if _kind(x) == "ask"), None)
+        tail = prev[prev.index(ask) + 1:] if ask is not None else prev
+        reply = next((x for x in reversed(tail) if x.role == "assistant" and x.content.strip()), None)
+        strong.append(reply is not None and ask is not None and (
+            _mentions_done(reply.content) or bool(_QUESTION.search(_trim_ask(ask.content)))))
+        answered.append(any(x.role == "assistant" and (x.tool_calls or _has_prose(x.content)) for x in tail))
+    bounds = [k for k in range(1, len(units)) if strong[k]]
+    n_asks = sum(1 for u in units if any(_kind(x) == "ask" for x in u))
+    target = min(_phase_budget(n_asks), -(-n_asks // ASKS_PER_PHASE))
+    words: list[set[str]] | None = None
+    while len(bounds) + 1 < target:
+        edges = [0, *bounds, len(units)]
+        lo, hi = max(pairwise(edges), key=lambda e: e[1] - e[0])
+        if hi - lo <= ASKS_PER_PHASE:
+            break
+        words = words if words is not None else [_topic_words(u) for u in units]
+        cut = _weak_cut(range(lo + 1, hi), lo, hi, answered, words)
+        if cut is None:
+            break
+        bounds = sorted([*bounds, cut])
+    edges = [0, *bounds, len(units)]
+    segments = [[m for u in units[a:b] for m in u] for a, b in pairwise(edges)]
     segments = [s for s in segments if s]
     asks = [sum(_kind(m) == "ask" for m in s) for s in segments]
     budget = _phase_budget(sum(asks))
@@ -229,6 +257,39 @@ def _split_topics(msgs: list[Message]) -> list[list[Message]]:
         segments[i:i + 2] = [segments[i] + segments[i + 1]]
         asks[i:i + 2] = [asks[i] + asks[i + 1]]
     return segments
+
+
+#: A word of a topic: four letters or more in any script, or two CJK characters in a row.
+_TOPIC_WORD = re.compile(r"[^\W\d_]{4,}")
+_CJK_RUN = re.compile(r"[\u3400-\u9fff]{2,}")
+
+
+def _topic_words(unit: list[Message]) -> set[str]:
+    """What an ask is about: its words, and the names of the files the work after it touched."""
+    ask = next((m for m in unit if _kind(m) == "ask"), None)
+    text = _prose(ask.content).lower() if ask is not None else ""
+    found = {w for w in _TOPIC_WORD.findall(text) if not _CJK_RUN.fullmatch(w)}
+    for run in _CJK_RUN.findall(text):
+        found.update(run[i:i + 2] for i in range(len(run) - 1))
+    found.update(posixpath.basename(t.path) for t in file_touches(unit, None) if t.action != "read")
+    return found
+
+
+def _weak_cut(candidates: range, lo: int, hi: int, answered: list[bool], words: list[set[str]]) -> int | None:
+    """The unit in ``candidates`` before which the topic changes most: the fewest words shared by the two
+    asks before it and the two from it on, with a lean to the middle (a cut that leaves one ask on one
+    side and the rest on the other hides as much as no cut)."""
+    best: tuple[float, int] | None = None
+    for k in candidates:
+        if not answered[k]:
+            continue
+        before = set().union(*words[max(lo, k - 2):k])
+        after = set().union(*words[k:min(hi, k + 2)])
+        shared = len(before & after) / len(before | after) if before | after else 0.0
+        score = shared + 0.5 * abs((k - lo) - (hi - k)) / (hi - lo)
+        if best is None or score < best[0]:
+            best = (score, k)
+    return best[1] if best else None
 
 
 def _phase_budget(n_asks: int) -> int:
