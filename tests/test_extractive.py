@@ -587,7 +587,7 @@ def test_chinese_instructions_requests_and_replacements_are_no_decisions_and_opt
     got = [(d.choice, d.rejected) for d in summarise_extractive(s, [], derive_facts(s)).decisions]
     assert got == [("不要直接重置 root 密码（会影响 tracking_system）。", ("直接重置 root 密码",)),
                    ("为什么不要左右箭头：滚轮一甩就到位。", ("左右箭头",)),
-                   ("这套已经在生效，不用再装 `claude-mem`。", ("装 claude-mem",)),
+                   ("这套已经在生效，不用再装 `claude-mem`。", ("claude-mem",)),
                    ("「無語意 PR」用 AST 不用行數。", ("行數",))]
 
 
@@ -679,3 +679,19 @@ def test_a_long_session_without_completion_words_is_cut_where_its_topic_changes(
     # a short session is not cut on such weak signals: three asks stay one phase
     short = sess(*msgs[:9])
     assert len(summarise_extractive(short, [], derive_facts(short)).phases) == 1
+
+
+def test_decisions_in_turkish_name_the_option_before_yerine() -> None:
+    """Turkish puts the option turned down before its word ("X yerine Y": Y instead of X); a reason is "çünkü" or
+    "bu yüzden"."""
+    reply = ("Değişiklikler:\n- `QTimer` yerine simülasyon döngüsü kullanılıyor\n"
+             "- Sürükle bırak yerine çift tıklama ile ekleme yapacağız\n"
+             "- Sistem paketleri korumalı, bu yüzden kütüphaneyi paket yöneticisi ile kurmamız gerekiyor\n"
+             "- Metot yok, bunun yerine doğrudan kaydırma alanını kullanmalıyız\n"
+             "- ✅ Switch Toggle: tıklayarak açıp kapatma")
+    s = sess(u("saat düzgün çalışmıyor, düzelt"), a(reply))
+    got = [(d.choice, d.rejected) for d in summarise_extractive(s, [], derive_facts(s)).decisions]
+    assert got == [("`QTimer` yerine simülasyon döngüsü kullanılıyor", ("QTimer",)),
+                   ("Sürükle bırak yerine çift tıklama ile ekleme yapacağız", ("Sürükle bırak",)),
+                   ("Sistem paketleri korumalı, bu yüzden kütüphaneyi paket yöneticisi ile kurmamız gerekiyor", ()),
+                   ("Metot yok, bunun yerine doğrudan kaydırma alanını kullanmalıyız", ())]

@@ -18,9 +18,10 @@ from pipeline.screen import Screen
 from pipeline.summarize.text import _CODE_SPAN, _LIST_MARK, _MARKUP, _UNITS, _clip
 
 _DECISION = re.compile(
+    # (the words end where a word ends: "Switch Toggle" is no "switch to", "went without" no "went with")
     r"\b(?:decided to|decide to|we'?ll use|we will use|let'?s (?:use|go with|stick with|switch)|going with|"
-    r"went with|chose|choose|chosen|picked|opted for|opting for|instead\b|rather than|switch(?:ed|ing)? to|"
-    r"prefer(?:red|s)?\b|(?:don'?t|do not)\b[^.;]*,\s*use\b)"
+    r"went with|chose|choose|chosen|picked|opted for|opting for|instead|rather than|switch(?:ed|ing)? to|"
+    r"prefer(?:red|s)?)\b|\b(?:don'?t|do not)\b[^.;]*,\s*use\b"
     r"|决定|改用|选择|采用|采纳|而不是|不用|(?<!替)换成|还是用|不要", re.I)
 #: A recommendation is the decision of a review or an analysis ("I would not use three optional fields",
 #: "Best shape: `embedding_inputs`", "我建议改用…"). Only the extractive note adds these: the LLM's hints
@@ -31,26 +32,31 @@ _RECOMMEND = re.compile(
     r"|\b(?:best|safest|simplest) (?:option|approach|shape|fix|choice|path)\s*(?:is\b|[:：])"
     r"|我(?:建议|建議|推荐|推薦|倾向|傾向)|建议(?:用|使用|采用|改|把|将)|最好(?:用|使用|改用)"
     r"|(?:最终|最后)的?(?:推荐|决定|方案|选择)", re.I)
-#: Choice words in the other languages sessions are held in (Portuguese, Spanish, French, German, Russian): the
-#: note quotes the session, so its decisions are found in the session's own words.
+#: Choice words in the other languages sessions are held in (Portuguese, Spanish, French, German, Turkish,
+#: Russian): the note quotes the session, so its decisions are found in the session's own words. Turkish puts the
+#: option turned down before its word ("`QTimer` yerine …": instead of QTimer).
 _DECISION_OTHER = re.compile(
     r"\b(?:decid(?:i|imos|iu|í|ió|ido)|opt(?:ei|amos|ou|é)|escolh(?:i|emos|eu)|eleg(?:í|imos)|em vez de|ao inv[ée]s de"
     r"|en (?:lugar|vez) de|vamos usar|vou usar|mudei para|troquei|recomendo|recomiendo|j'ai choisi|au lieu de"
-    r"|je recommande|stattdessen|entschieden|empfehle)\b"
+    r"|je recommande|stattdessen|entschieden|empfehle"
+    r"|yerine|karar (?:verdim|verdik|verildi)|tercih (?:ettim|ettik|edildi|ediyorum|ederim)|seçtim|seçtik"
+    r"|öneriyorum|öneririm|kullanalım|kullanacağız)\b"
     r"|(?<![А-Яа-яЁё])(?:решил[аи]?|решено|выбрал[аи]?|вместо|рекомендую|рекомендуется|предлагаю|лучше использовать)"
     r"(?![А-Яа-яЁё])", re.I)
 #: A change made for a stated reason is a choice too ("移除Spring Boot Maven插件，因为common是一个库模块", "moving the
 #: import inside main() to avoid the circular import"): a change verb and a reason in one sentence, not a guess or
 #: a failure's post-mortem ("likely because", "failed because I used a host path"). "since" is left out: it
 #: explains far more often than it decides ("the replace() call is a no-op since the lexer changed").
-_REASON = re.compile(r"\b(?:because|so that|to avoid|to prevent)\b|因为|由于|以便|为了|避免|以免", re.I)
+_REASON = re.compile(r"\b(?:because|so that|to avoid|to prevent|çünkü|bu yüzden|bu nedenle)\b|因为|由于|以便|为了|避免|以免", re.I)
 _REASON_CHANGE = re.compile(
     r"\b(?:using|used|switch(?:ed|ing)|mov(?:ed|ing)|remov(?:ed|ing)|replac(?:ed|ing)|skipp(?:ed|ing)|dropp(?:ed|ing)"
     r"|disabl(?:ed|ing)|renam(?:ed|ing)|splitting|pinn(?:ed|ing)|revert(?:ed|ing)|exclud(?:ed|ing)|downgrad(?:ed|ing)"
     r"|wrapp(?:ed|ing))\b|^(?:use|switch|move|remove|replace|skip|drop|disable|rename|split|pin|revert|exclude|wrap)\b"
     r"|\b(?:I'll|I will|we'll|we will|let's|let me)\s+(?:use|switch|move|remove|replace|skip|drop|disable|rename|split"
-    r"|pin|revert|exclude|wrap)\b|移除|删除|改为|改用|改成|跳过|去掉|替换|禁用|拆分|降级|不应|不需要|换成", re.I)
-_GUESS = re.compile(r"\b(?:likely|probably|perhaps|maybe|seems?|fail\w*|error\w*)\b|可能|似乎|失败|报错", re.I)
+    r"|pin|revert|exclude|wrap)\b|移除|删除|改为|改用|改成|跳过|去掉|替换|禁用|拆分|降级|不应|不需要|换成"
+    r"|\b(?:kullan|değiştir|kaldır|taşı|dönüştür|kurma|kurul)\w*", re.I)
+_GUESS = re.compile(r"\b(?:likely|probably|perhaps|maybe|seems?|fail\w*|error\w*|muhtemelen|belki|galiba|sanırım)\b"
+                    r"|可能|似乎|失败|报错", re.I)
 
 
 def _reasoned(sentence: str) -> bool:
@@ -67,12 +73,17 @@ _REJECTED = (
     re.compile(r"\bswitch(?:ed|ing)? from\s+([^,.;:!?()]+?)\s+to\b", re.I),
     re.compile(r"\b(?:em vez de|ao inv[ée]s de|en (?:lugar|vez) de|au lieu de)\s+([^,.;:!?()]+)", re.I),
     re.compile(r"(?<![А-Яа-яЁё])вместо\s+([^,.;:!?()]+)", re.I),
+    # Turkish: up to three words before "yerine" (each bounded, so a long run without spaces costs no rescans)
+    re.compile(r"(?<![^\s,;:(])((?:[^\s,;:!?()*–—]{1,40}\s+){0,2}[^\s,;:!?()*–—]{1,40})\s+yerine\b", re.I),
     re.compile(r"而不是(?:用|使用)?([^，。；：,.;:！？()（）]+)"),
     re.compile(r"(?:不用|不要)(?:再)?(?:用|使用)?([^，。；：,.;:！？()（）]+)"),
     re.compile(r"把([^，。；：,.;:！？()（）]+?)(?:替换成|替换为|换成|改成)"),
 )
+#: An option that only points back ("instead of this", "bunun yerine") names nothing a reader could look up.
+_POINTER = re.compile(r"this|that|it|these|those|them|bunun|onun|şunun|bunların|onların|这个|那个|这样|那样", re.I)
+_LAST_CODE = re.compile(r"`[^`\n]+`$")
 _OPTION_END = re.compile(r"\s+(?:because|since|so|for|as|which|when|if)\b|因为|由于", re.I)
-_RATIONALE = re.compile(r"\b(?:because|since|so that|as it)\b\s*(.+)$|(?:因为|由于)(.+)$", re.I)
+_RATIONALE = re.compile(r"\b(?:because|since|so that|as it|çünkü)\b\s*(.+)$|(?:因为|由于)(.+)$", re.I)
 
 
 #: Choice words in a sentence that does not make a choice: an offer or a question to the user, a guess,
@@ -230,11 +241,13 @@ def decision_candidates(messages: Sequence[Message], *, recommendations: bool = 
                 for hit in pattern.finditer(plain):
                     # "instead of X because ..." / "over X for the cache": the option ends at the reason
                     option = _OPTION_END.split(sentence[hit.start(1):hit.end(1)], maxsplit=1)[0].replace("**", "")
+                    if span := _LAST_CODE.search(option):  # "PyQt6'da `QWidget.Policy` yerine": the code is the option
+                        option = span.group(0)
                     option = option.strip(" `'\"的")
                     if option.count("`") % 2:  # cut inside a code span ("装 `claude-mem`"): no half a pair
                         option = option.replace("`", "")
                     option = _clip(option, 80)
-                    if option and option not in rejected:
+                    if option and option not in rejected and not _POINTER.fullmatch(option):
                         rejected.append(option)
             why = _RATIONALE.search(plain)
             choice = _clip(sentence, 240)
