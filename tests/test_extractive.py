@@ -695,3 +695,24 @@ def test_decisions_in_turkish_name_the_option_before_yerine() -> None:
                    ("Sürükle bırak yerine çift tıklama ile ekleme yapacağız", ("Sürükle bırak",)),
                    ("Sistem paketleri korumalı, bu yüzden kütüphaneyi paket yöneticisi ile kurmamız gerekiyor", ()),
                    ("Metot yok, bunun yerine doğrudan kaydırma alanını kullanmalıyız", ())]
+
+
+def test_a_labelled_fix_is_the_fix_the_session_settled_on() -> None:
+    """"Solution: …", "**Fix:** …", "正确做法：" on its own line over the fix, "Circular import — moving…", "X, or better,
+    Y", "我的建议：…" and "用 A 替代 B" all state what was chosen; a template's slot ("Resolution: [steps]") does not."""
+    reply = ("## 🔧 **Solution: Give the log shipper its own service role**\n\nThe shipper used the node role.\n\n"
+             "**Problem:** the cache never expires\n**Fix:** Added a ten minute expiry to the session cache\n\n"
+             "错误原因：\n  用了近似公式。\n\n正确做法：\n  使用节气表查日期，不再估算。\n\n"
+             "Circular import — moving the registry import inside run().\n\n"
+             "Patch every exporter, or better, route them all through one shared writer.\n\n"
+             "我的建议：先用仓库里的 NOTES.md 记进度，以后再装插件。\n\n这就是我们用 `NOTES.md` 替代 `memo-plugin` 的方式。\n\n"
+             "Resolution: [steps for the developer]")
+    s = sess(u("the exporter is broken, fix it"), a(reply))
+    got = [(d.choice, d.rejected) for d in summarise_extractive(s, [], derive_facts(s)).decisions]
+    assert got == [("🔧 Solution: Give the log shipper its own service role", ()),
+                   ("Fix: Added a ten minute expiry to the session cache", ()),
+                   ("正确做法：使用节气表查日期，不再估算。", ()),
+                   ("Circular import — moving the registry import inside run().", ()),
+                   ("Patch every exporter, or better, route them all through one shared writer.", ()),
+                   ("我的建议：先用仓库里的 NOTES.md 记进度，以后再装插件。", ()),
+                   ("这就是我们用 `NOTES.md` 替代 `memo-plugin` 的方式。", ("memo-plugin",))]

@@ -22,7 +22,13 @@ _DECISION = re.compile(
     r"\b(?:decided to|decide to|we'?ll use|we will use|let'?s (?:use|go with|stick with|switch)|going with|"
     r"went with|chose|choose|chosen|picked|opted for|opting for|instead|rather than|switch(?:ed|ing)? to|"
     r"prefer(?:red|s)?)\b|\b(?:don'?t|do not)\b[^.;]*,\s*use\b"
-    r"|决定|改用|选择|采用|采纳|而不是|不用|(?<!替)换成|还是用|不要", re.I)
+    r"|决定|改用|选择|采用|采纳|而不是|不用|(?<!替)换成|还是用|不要|用[^，。；：,;:\n]{1,30}?(?:替代|代替|取代)", re.I)
+#: What may stand before a label: Markdown marks, a bullet, an emoji ("🔧 **Solution:"). Spelled out, not ``\W``, so the
+#: RE2 screen can take the pattern.
+_LEAD = "(?:[ \t*#>_~•-]|[\u2600-\u27bf\U0001F300-\U0001FAFF]){0,6}"  # (literal characters: RE2 has no \\u)
+_SOLUTION = (r"(?:the |my |proposed |recommended )?(?:solution|fix|workaround|resolution|解决方案|解决办法|修复方案|修复|修正"
+             r"|正确(?:的)?(?:做法|方式|方法)"
+             r"|soluci[óo]n|solução|correcci[óo]n|correção|çözüm|düzeltme|решение|исправление)(?:\s*#?\d{1,2})?")
 #: A recommendation is the decision of a review or an analysis ("I would not use three optional fields",
 #: "Best shape: `embedding_inputs`", "我建议改用…"). Only the extractive note adds these: the LLM's hints
 #: (``decision_candidates`` without ``recommendations``) are part of its recorded prompts.
@@ -30,8 +36,11 @@ _RECOMMEND = re.compile(
     r"\bI(?:'d| would)(?: not| rather)? (?:use|avoid|keep|go with|recommend|pick|choose|prefer|model|make|split|move)\b"
     r"|\bI (?:recommend|suggest)\b|\b(?:my |our |final )?(?:recommendation|decision|verdict)(?: is)?\s*[:：]|\brecommended (?:approach|fix|option|shape|path)\b"
     r"|\b(?:best|safest|simplest) (?:option|approach|shape|fix|choice|path)\s*(?:is\b|[:：])"
-    r"|我(?:建议|建議|推荐|推薦|倾向|傾向)|建议(?:用|使用|采用|改|把|将)|最好(?:用|使用|改用)"
-    r"|(?:最终|最后)的?(?:推荐|决定|方案|选择)", re.I)
+    r"|\bor (?:even )?better(?: yet| still)?\s*,"
+    r"|我的?(?:建议|建議|推荐|推薦|倾向|傾向)|建议(?:用|使用|采用|改|把|将)|最好(?:用|使用|改用)"
+    r"|(?:最终|最后)的?(?:推荐|决定|方案|选择)"
+    # a labelled fix is the one the session settled on ("**Fix:** created an IRSA role", "解决方案：改用…")
+    rf"|^{_LEAD}{_SOLUTION}[ \t]*[:：][ \t\n]*[^ \t\n]", re.I | re.M)
 #: Choice words in the other languages sessions are held in (Portuguese, Spanish, French, German, Turkish,
 #: Russian): the note quotes the session, so its decisions are found in the session's own words. Turkish puts the
 #: option turned down before its word ("`QTimer` yerine …": instead of QTimer).
@@ -59,8 +68,15 @@ _GUESS = re.compile(r"\b(?:likely|probably|perhaps|maybe|seems?|fail\w*|error\w*
                     r"|可能|似乎|失败|报错", re.I)
 
 
+#: A fix reported tersely, the problem before a dash and the change after it ("Circular import — moving the commands
+#: import inside main()"): the dash says "so".
+_TERSE_FIX = re.compile(r"^[^—–\n]{3,60}\s[—–]\s+(?:moving|removing|replacing|switching|using|dropping|renaming|pinning"
+                        r"|reverting|splitting|wrapping|skipping|disabling|excluding|downgrading)\b", re.I | re.M)
+
+
 def _reasoned(sentence: str) -> bool:
-    return bool(_REASON.search(sentence) and _REASON_CHANGE.search(sentence) and not _GUESS.search(sentence))
+    return bool(((_REASON.search(sentence) and _REASON_CHANGE.search(sentence)) or _TERSE_FIX.search(sentence))
+                and not _GUESS.search(sentence))
 
 
 _CORRECTION = re.compile(r"^(?:no,\s|actually,?\s)", re.I)
@@ -78,6 +94,7 @@ _REJECTED = (
     re.compile(r"而不是(?:用|使用)?([^，。；：,.;:！？()（）]+)"),
     re.compile(r"(?:不用|不要)(?:再)?(?:用|使用)?([^，。；：,.;:！？()（）]+)"),
     re.compile(r"把([^，。；：,.;:！？()（）]+?)(?:替换成|替换为|换成|改成)"),
+    re.compile(r"用[^，。；：,;:\n]{1,30}?(?:替代|代替|取代)([^，。；：,.;:！？()（）的]+)"),
 )
 #: An option that only points back ("instead of this", "bunun yerine") names nothing a reader could look up.
 _POINTER = re.compile(r"this|that|it|these|those|them|bunun|onun|şunun|bunların|onların|这个|那个|这样|那样", re.I)
@@ -112,9 +129,10 @@ _NOT_A_CHOICE = re.compile(
     r"|(?:不用|不要)(?:再)?(?:一个个|一一)?(?:勾|填|点|截|按|拖|输入)"
     r"|\b(?:can|could|to|may|might|will|must|should|let [\w/]+) choose\b|\bchooses\b|\bchoose (?:from|between)\b"
     r"|\bswitch(?:ed|ing)? gears\b", re.I)
-# Not a sentence anyone decided in: a heading (also a bold line), a table row, or data (a JSON list of asks
-# pasted back).
-_NOT_PROSE = re.compile(r"^#|^\*\*[^*]+\*\*[:：]?$|\s\|\s|^[\"',\]\[{}]|\"\s*,\s*\"")
+# Not a sentence anyone decided in: a heading (also a bold line), a table row, data (a JSON list of asks pasted
+# back), or a template's slot ("Recommendation: [which option and why]").
+_NOT_PROSE = re.compile(r"^#|^\*\*[^*]+\*\*[:：]?$|\s\|\s|^[\"',\]\[{}]|\"\s*,\s*\"|[:：]\s*\[[^\]\n]*\]\W*$")
+
 
 
 
@@ -152,10 +170,11 @@ def _firm(choice: str) -> bool:
 MAX_DECISIONS = 12
 #: ... from each of this many stretches of the session in turn (``_strongest``).
 SPREAD = 4
-# A choice that names its verb (decided, switched to, went with, 决定, 改用): firmer than one that only contrasts.
+# A choice that names its verb (decided, switched to, went with, 决定, 改用) or is labelled the fix ("Solution: …"):
+# firmer than one that only contrasts.
 _STRONG = re.compile(
     r"\b(?:decided|decide to|chose|opted|went with|going with|picked|switch(?:ed|ing)? to|we'?ll use|let'?s use"
-    r"|recommend\w*)\b|决定|改用|采用|采纳|(?<!替)换成|选用|建议|建議|推荐", re.I)
+    r"|recommend\w*)\b|决定|改用|采用|采纳|(?<!替)换成|选用|建议|建議|推荐|^" + _LEAD + _SOLUTION + r"\s*[:：]", re.I)
 
 
 def _strongest(decisions: list[Decision], limit: int = MAX_DECISIONS) -> list[Decision]:
@@ -185,7 +204,7 @@ def _plain(d: Decision) -> Decision:
 #: One RE2 pass tells most replies apart from those that may choose (the ``re`` alternations above cost a
 #: scan per position, and most replies choose nothing); a maybe still goes through the ``re`` checks below.
 _MAY_CHOOSE = Screen([_DECISION])
-_MAY_CHOOSE_OR_RECOMMEND = Screen([_DECISION, _RECOMMEND, _DECISION_OTHER, _REASON])
+_MAY_CHOOSE_OR_RECOMMEND = Screen([_DECISION, _RECOMMEND, _DECISION_OTHER, _REASON, _TERSE_FIX])
 
 
 #: A heading (or a bold line) and the first line under it.
@@ -193,8 +212,13 @@ _HEADING_THEN_LINE = re.compile(
     r"^(?:#{1,6}[ \t]+(?P<h>[^\n]+)|\*\*(?P<b>[^*\n]+)\*\*[:：]?)[ \t]*\n(?:[ \t]*\n)?(?P<body>[^\s#|>`-][^\n]*)", re.M)
 #: A heading that only announces a choice ("## 我的最终推荐（…）", "## Decision", "**Recommended Shape**"): what was
 #: chosen is the line under it. A heading that states the choice itself ("用 AST 不用行数") is left alone.
-_ANNOUNCING = re.compile(r"(?:\b(?:decision|recommendation|verdict|recommended \w+|chosen \w+)|推荐|推薦|决定|決定|结论"
-                         r"|結論|建议|建議|选择|選擇)\W*$", re.I)
+_ANNOUNCING = re.compile(r"(?:\b(?:decision|recommendation|verdict|recommended \w+|chosen \w+|solution|fix|workaround)"
+                         r"|推荐|推薦|决定|決定|结论|結論|建议|建議|选择|選擇|解决方案|解决办法|修复方案)\W*$", re.I)
+#: A line that is only a fix's label ("正确做法：", "**Solution:**") is read with the line under it...
+_LABEL_THEN_LINE = re.compile(rf"^[ \t]*(?P<label>{_LEAD}{_SOLUTION})\**[ \t]*[:：]\**[ \t]*\n(?:[ \t]*\n)?[ \t]*"
+                              r"(?P<body>[^\s#|>`-][^\n]*)", re.M | re.I)
+#: ...and a heading that states a labelled fix ("## 🔧 **Solution: Create IRSA for the EBS CSI driver**") as a line.
+_LABELLED_HEADING = re.compile(rf"^#{{1,6}}[ \t]+(?={_LEAD}{_SOLUTION}\s*[:：][^\S\n]*[^\s*])", re.M | re.I)
 _ASIDE = re.compile(r"[（(][^）)\n]*[）)]")
 
 
@@ -205,7 +229,10 @@ def _headings_joined(text: str) -> str:
         if not _ANNOUNCING.search(_ASIDE.sub("", head).replace("*", "")):
             return m.group(0)
         return f"{head}：{_LIST_MARK.sub('', m.group('body').lstrip('*'))}"
-    return _HEADING_THEN_LINE.sub(join, text) if "\n" in text else text
+    if "\n" not in text:
+        return text
+    text = _LABEL_THEN_LINE.sub(r"\g<label>：\g<body>", _LABELLED_HEADING.sub("", text))
+    return _HEADING_THEN_LINE.sub(join, text)
 
 
 def decision_candidates(messages: Sequence[Message], *, recommendations: bool = False) -> list[Decision]:
@@ -224,7 +251,8 @@ def decision_candidates(messages: Sequence[Message], *, recommendations: bool = 
         if not screen.may_match(text):
             return False
         return bool(_DECISION.search(text) or (recommendations and (
-            _RECOMMEND.search(text) or _DECISION_OTHER.search(text) or _REASON.search(text))))
+            _RECOMMEND.search(text) or _DECISION_OTHER.search(text) or _REASON.search(text)
+            or _TERSE_FIX.search(text))))
 
     for m in _live(messages):
         if m.role not in ("user", "assistant") or (m.role == "user" and _kind(m) != "ask"):
