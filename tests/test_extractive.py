@@ -591,11 +591,22 @@ def test_chinese_instructions_requests_and_replacements_are_no_decisions_and_opt
                    ("「無語意 PR」用 AST 不用行數。", ("行數",))]
 
 
+_ITEMS = ("tokens", "nodes", "edges", "spans", "lines", "pages", "rows", "cells", "keys", "words", "marks", "notes",
+          "files", "paths", "blobs", "links", "tags", "jobs", "users", "teams")
+_STORES = ("list", "tree", "map", "heap", "queue", "stack", "ring", "table", "trie", "graph", "array", "deque",
+           "bitmap", "bucket", "ledger", "matrix", "vector", "buffer", "index", "cache")
+
+
+def _choice(i: int) -> str:
+    """The i-th of twenty different contrasts, each naming what it keeps and where ("… number 3.")."""
+    return f"We store {_ITEMS[i]} in a {_STORES[i]} rather than a {_STORES[(i + 7) % 20]} number {i}."
+
+
 def test_a_long_session_keeps_decisions_from_all_along() -> None:
     """Twenty equally firm choices: the note's twelve come from every stretch of the session, not the first twelve."""
     from pipeline.summarize.decisions import MAX_DECISIONS
 
-    replies = [a(f"We keep tokens in a list rather than a tree number {i}.") for i in range(20)]
+    replies = [a(_choice(i)) for i in range(20)]
     s = sess(u("build the parser"), *replies)
     decisions = summarise_extractive(s, [], derive_facts(s)).decisions
     numbers = [int(d.choice.rsplit(" ", 1)[1].rstrip(".")) for d in decisions]
@@ -605,7 +616,7 @@ def test_a_long_session_keeps_decisions_from_all_along() -> None:
 def test_a_long_session_keeps_its_firmest_decisions() -> None:
     from pipeline.summarize.decisions import MAX_DECISIONS
 
-    weak = [a(f"The parser keeps tokens in a list rather than a tree number {i}.") for i in range(MAX_DECISIONS + 3)]
+    weak = [a(_choice(i)) for i in range(MAX_DECISIONS + 3)]
     strong = a("We decided to switch to SQLite instead of Postgres because the app has one user.")
     s = sess(u("build the storage layer"), *weak, strong)
     decisions = summarise_extractive(s, [], derive_facts(s)).decisions
@@ -716,3 +727,34 @@ def test_a_labelled_fix_is_the_fix_the_session_settled_on() -> None:
                    ("Patch every exporter, or better, route them all through one shared writer.", ()),
                    ("我的建议：先用仓库里的 NOTES.md 记进度，以后再装插件。", ()),
                    ("这就是我们用 `NOTES.md` 替代 `memo-plugin` 的方式。", ("memo-plugin",))]
+
+
+def test_decisions_leave_out_what_describes_narrates_or_leans_on_the_sentence_before() -> None:
+    """Issue 15 class 5: a contrast that reports a fault, a finding's label, the agent narrating its next check, a
+    sentence that leans on the one before, a verdict, a UI step, an instruction to the user, words in quotes and
+    idioms with a choice word are no decisions; a change reported with a contrast still is."""
+    reply = ("Instead of this:\n\n```\nx = 1\n```\n\ninstead of only `abs(x)`.\n\n"
+             "The queue keeps growing instead of draining.\n\n"
+             "**Problem:** the worker uses the admin token instead of its own token.\n\n"
+             "Line 12: Using `'a'` instead of `\"a\"`\n\n"
+             "I’m running the build now; if it passes, the page shows the real error instead of a generic one.\n\n"
+             "First I’m checking whether a helper exists so we reuse it instead of writing a second one.\n\n"
+             "This lets the cache warm up instead of starting cold.\n\n"
+             "It uses the signed-in user instead of the guest token.\n\n"
+             "Recommendation: This assignment is taking very long because of all the permission errors.\n\n"
+             "Verdict: your demo proves the parser, not the product.\n\n"
+             "The proxy has picked up the new config.\n\n"
+             "Wrong network → \"Please switch to the test network\"\n\nImplement chosen architecture\n\n"
+             "We now flush the queue on shutdown instead of on every write.\n\n"
+             "Moved retry logic: instead of retrying in `send()`, we now retry only when actually flushing.\n\n"
+             "I’ll keep the insert signed-in only rather than weakening the access rules for guests.\n\n"
+             "这些文件的颜色写法不一致，有些用了固定值，而不是 `currentColor`。\n\n选择 URI 格式\n\n"
+             "你不用全背，先理解它是干嘛的、为什么选它。\n\n❌ 模型选择有限：只支持两家\n\n改用查表法，而不是估算公式。")
+    s = sess(u("the exporter drops events, fix it"), a(reply))
+    got = [d.choice for d in summarise_extractive(s, [], derive_facts(s)).decisions]
+    assert got == ["We now flush the queue on shutdown instead of on every write.",
+                   "Moved retry logic: instead of retrying in `send()`, we now retry only when actually flushing.",
+                   "I’ll keep the insert signed-in only rather than weakening the access rules for guests.",
+                   "改用查表法，而不是估算公式。"], got
+    # the LLM's hints are not judged here: it still sees the contrasts and decides itself
+    assert len(decision_candidates(s.messages)) > len(got)

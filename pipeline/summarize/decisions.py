@@ -30,11 +30,11 @@ _SOLUTION = (r"(?:the |my |proposed |recommended )?(?:solution|fix|workaround|re
              r"|正确(?:的)?(?:做法|方式|方法)"
              r"|soluci[óo]n|solução|correcci[óo]n|correção|çözüm|düzeltme|решение|исправление)(?:\s*#?\d{1,2})?")
 #: A recommendation is the decision of a review or an analysis ("I would not use three optional fields",
-#: "Best shape: `embedding_inputs`", "我建议改用…"). Only the extractive note adds these: the LLM's hints
+#: "Best shape: `embedding_inputs`", "我建议改用…"); a verdict ("Verdict: your MVP proves…") judges, it chooses nothing. Only the extractive note adds these: the LLM's hints
 #: (``decision_candidates`` without ``recommendations``) are part of its recorded prompts.
 _RECOMMEND = re.compile(
     r"\bI(?:'d| would)(?: not| rather)? (?:use|avoid|keep|go with|recommend|pick|choose|prefer|model|make|split|move)\b"
-    r"|\bI (?:recommend|suggest)\b|\b(?:my |our |final )?(?:recommendation|decision|verdict)(?: is)?\s*[:：]|\brecommended (?:approach|fix|option|shape|path)\b"
+    r"|\bI (?:recommend|suggest)\b|\b(?:my |our |final )?(?:recommendation|decision)(?: is)?\s*[:：]|\brecommended (?:approach|fix|option|shape|path)\b"
     r"|\b(?:best|safest|simplest) (?:option|approach|shape|fix|choice|path)\s*(?:is\b|[:：])"
     r"|\bor (?:even )?better(?: yet| still)?\s*,"
     r"|我的?(?:建议|建議|推荐|推薦|倾向|傾向)|建议(?:用|使用|采用|改|把|将)|最好(?:用|使用|改用)"
@@ -115,12 +115,15 @@ _ADOPTED = re.compile(r"\b(?:decided|went with|switch(?:ed)? to|instead|rather t
 
 
 # Choice words that choose nothing: a UI's "选择框"/"可选择" (a select box, selectable), "什么都不用管" (no need
-# to), "your chosen model" and "can choose from" (instructions), "switch gears" (an idiom). In Chinese also:
+# to), "your chosen model", "Bettor's chosen side", "can choose from", "if you prefer" and "你可以根据…选择" (addressed
+# to the user), "has picked up the new code" and "switch gears" (idioms). In Chinese also:
 # "要不要/是不是" (whether), "帮你决定/决定下一个…" (asking for a decision), "不用改/不要动了/不用额外花钱" (no need
 # to do a bare verb: an instruction, no option turned down), "不要有卡顿/不要误导我" and "如果不用…" (a
 # requirement, a complaint, a condition).
 _NOT_A_CHOICE = re.compile(
-    r"选择(?:[框器项性题栏]|过渡|效果|按钮|面板|列表|功能|组件|弹窗|逻辑|界面)|可(?:以)?选择|(?:都|也|就)不用|\b(?:your|the|their|a) chosen\b"
+    r"选择(?:[框器项性题栏]|过渡|效果|按钮|面板|列表|功能|组件|弹窗|逻辑|界面)|可(?:以)?选择|(?:都|也|就)不用"
+    r"|\b(?:an?|the|your|their|my|our|its|\w+'s|implement\w*) chosen\b|\bpick(?:ed|ing|s)? up\b"
+    r"|\bif you (?:prefer|choose|decide)\b|[你您]们?(?:可以|能)[^，。；\n]{0,20}选择|[你您]们?不用"
     r"|要不要|用不用|是不是|需不需要|(?:帮(?:我|你)|你来|由你|需要你)决定|决定(?:下一|一下|哪)"
     r"|(?:不用|不要)(?:再)?(?:[\u3400-\u9fff]|担心|纠结|糾結|操心|理会|拖延|着急|在意|客气|麻烦)(?:了|它)?"
     r"(?=[，。；、,.;！？!?）)*]|$)"
@@ -132,7 +135,35 @@ _NOT_A_CHOICE = re.compile(
 # Not a sentence anyone decided in: a heading (also a bold line), a table row, data (a JSON list of asks pasted
 # back), or a template's slot ("Recommendation: [which option and why]").
 _NOT_PROSE = re.compile(r"^#|^\*\*[^*]+\*\*[:：]?$|\s\|\s|^[\"',\]\[{}]|\"\s*,\s*\"|[:：]\s*\[[^\]\n]*\]\W*$")
-
+#: A statement of what is wrong, not of what was chosen: a finding's label ("Problem:", "Root cause:", "问题：",
+#: "Line 39:" of a lint or review report), a "❌" item, or a UI step for the user ("选择 URI 格式", "点击 "Save"").
+_FINDING = re.compile(r"^(?:>\s*)?(?:(?:problem|issue|bug|root cause|cause|error|问题|原因|根因|错误)\s*[:：]"
+                      r"|lines? \d[\d, -]*[:：]|[❌✗✘]|(?:\d{1,2}[.、)]\s*)?(?:选择|选中|勾选|点击|点选)\s*[\"“「]?[A-Za-z])",
+                      re.I)
+#: The words a contrast chooses by, and nothing else ("instead of", "rather than", "而不是", "yerine"…): a sentence
+#: that has only these may describe what happens ("the wheel keeps bouncing instead of settling") as well as choose.
+_CONTRAST = re.compile(r"\b(?:instead|rather than|en (?:lugar|vez) de|em vez de|ao inv[ée]s de|au lieu de|stattdessen"
+                       r"|yerine)\b|而不是|(?<![А-Яа-яЁё])вместо(?![А-Яа-яЁё])", re.I)
+#: ...and it describes, not chooses, when it reports a fault, a symptom or a finding.
+_DIAGNOSIS = re.compile(r"\b(?:keeps|still|never|seem(?:s|ed)?|appears? to|looks like|problem|issues?|bug"
+                        r"|wrong|broken|mistake|missed|which means|degraded|parece|problema|todav[íi]a|sigue|sorun|hata"
+                        r"|hâlâ)\b|问题|错误|不一致|导致|实际上|两次|仍然|失败|报错", re.I)
+#: The agent narrating its own next step of work (checking, running, reading, trying, thinking): how it works, not
+#: what the session chose ("I’m running the production build now; if this passes…", "First I’m checking whether…").
+_PROCESS = re.compile(
+    r"^(?:(?:first|now|next|then|so),?\s+)?(?:I'm|I am|I'll|I will|let me|we'll|we will)\s+(?:now\s+|also\s+|just\s+)?"
+    r"(?:going to\s+)?(?:check\w*|run\w*|doing (?:a|one|another|the)\b|test\w*|verif\w*|validat\w*|inspect\w*|read\w*"
+    r"|look\w*|search\w*|scan\w*|grep\w*|open\w*|review\w*|try\w*|explor\w*|confirm\w*|think\w*|propos\w*"
+    r"|investigat\w*)\b", re.I)
+#: A sentence that leans on the one before it ("Instead, it keeps…", "This lets the wheel settle…", "It uses the
+#: connected wallet…", "Recommendation: This assignment is taking very long…"): a later reader cannot tell what it
+#: is about. (A noun after "this" is lower case: "This Supabase project uses…" names what it is about.)
+_LEANING = re.compile(r"^(?:\W{0,4}(?:my |final )?(?:recommendation|decision)\s*[:：]\s*)?(?:instead\s*,"
+                      r"|(?:(?:it|they)|(?:this|that|these|those)(?:\s+[a-z][\w-]*)?)\s+(?:\w+s|is|are|was|were|will|would"
+                      r"|should|can|could|way|means)\b)", re.I)
+#: Quoted words are someone's words, not the session's choice ("Please switch to TestNet" on a button, a paper
+#: titled 「不要用單一 metric」). Bounded, so an unclosed quote costs no rescan.
+_QUOTED = re.compile(r'"[^"\n]{1,200}"|“[^”\n]{1,200}”|「[^」\n]{1,200}」|『[^』\n]{1,200}』')
 
 
 
@@ -154,13 +185,28 @@ def _chooses(text: str) -> bool:
 
 def _firm(choice: str) -> bool:
     choice = _straight(choice)
-    prose = _CODE_SPAN.sub("`…`", choice)  # "Best shape: `X | None`" is no table row
+    if _NOT_PROSE.search(_CODE_SPAN.sub("`…`", choice)):  # "Best shape: `X | None`" is no table row
+        return False
+    choice = " ".join(_MARKUP.sub(" ", choice).split())  # "**Recommendation：**This…" reads as words
+    prose = _CODE_SPAN.sub("`…`", choice)
     # A question asked mid-sentence chooses only if its answer follows ("要不要納入 X?— 我傾向納入");
     # "Why did you choose EKS over Kubernetes?" asks.
-    if _NOT_PROSE.search(prose) or not _chooses(re.split(r"[?？]", prose)[-1]):
+    answer = _QUOTED.sub(" ", re.split(r"[?？]", prose)[-1])
+    if _FINDING.search(prose) or not _chooses(answer):
         return False
     if len(_UNITS.findall(choice)) < 3:  # a label ("Recommended Shape"), not a sentence
         return False
+    if _PROCESS.search(choice) or _LEANING.search(choice):
+        return False
+    if not _chooses(_CONTRAST.sub(" ", answer)):  # it chooses by a contrast alone
+        if _DIAGNOSIS.search(choice):
+            return False
+        # and something is chosen besides the option turned down ("Instead of this:", "instead of only `x`.")
+        rest = choice
+        for pattern in _REJECTED:
+            rest = pattern.sub(" ", rest)
+        if len(_UNITS.findall(_CONTRAST.sub(" ", rest))) < 2:
+            return False
     # Hedges count in the choice itself, not in its reason ("use X, because Y might time out").
     return not _TENTATIVE.search(_RATIONALE.sub("", choice)) and (
         not _LEAD_IN.search(choice) or bool(_ADOPTED.search(choice)))
