@@ -758,3 +758,17 @@ def test_decisions_leave_out_what_describes_narrates_or_leans_on_the_sentence_be
                    "改用查表法，而不是估算公式。"], got
     # the LLM's hints are not judged here: it still sees the contrasts and decides itself
     assert len(decision_candidates(s.messages)) > len(got)
+
+
+def test_a_choice_said_again_is_listed_once() -> None:
+    """The same choice restated in later replies (the same option turned down and half the words, or most words of
+    the shorter) takes one place of the note's twelve, the first."""
+    s = sess(u("the store loses entries, fix it"),
+             a("The store now uses `Set` instead of `List`.", 2), a("Switched the store to `Set` instead of `List`.", 3),
+             a("Decision: three NAT gateways (one per zone)", 4),
+             a("For production, I chose three NAT gateways, one per zone.", 5),
+             a("We went with polling instead of webhooks.", 6))
+    got = [(d.choice, d.evidence) for d in summarise_extractive(s, [], derive_facts(s)).decisions]
+    assert got == [("The store now uses `Set` instead of `List`.", "msg 2"),
+                   ("Decision: three NAT gateways (one per zone)", "msg 4"),
+                   ("We went with polling instead of webhooks.", "msg 6")]

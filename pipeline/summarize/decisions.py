@@ -334,7 +334,25 @@ def decision_candidates(messages: Sequence[Message], *, recommendations: bool = 
     return list(out.values())
 
 
+def _words(text: str) -> frozenset[str]:
+    return frozenset(w.lower() for w in _UNITS.findall(_CODE_SPAN.sub(lambda m: m.group(0).strip("`"), text)))
+
+
+def _restated(decisions: list[Decision]) -> list[Decision]:
+    """Each choice once: a later sentence that says the same again ("the databases use `Set` instead of `List`"
+    three replies running; "Decision: 3 NAT Gateways (one per AZ)" and "For production, I chose 3 NAT Gateways - one per
+    AZ") is dropped: the same options turned down and half the words, or four in five words of the shorter."""
+    kept: list[tuple[Decision, frozenset[str]]] = []
+    for d in decisions:
+        words = _words(d.choice)
+        if not any((d.rejected and d.rejected == k.rejected and len(words & w) * 2 >= len(words | w))
+                   or len(words & w) * 5 >= 4 * max(3, min(len(words), len(w))) for k, w in kept):
+            kept.append((d, words))
+    return [d for d, _ in kept]
+
+
 def key_decisions(messages: Sequence[Message]) -> list[Decision]:
     """What the extractive note lists under key decisions: the firm candidates, recommendations included,
-    without Markdown marks, at most ``MAX_DECISIONS`` of them from all along the session."""
-    return _strongest([_plain(d) for d in decision_candidates(messages, recommendations=True) if _firm(d.choice)])
+    without Markdown marks, each said once, at most ``MAX_DECISIONS`` of them from all along the session."""
+    return _strongest(_restated([_plain(d) for d in decision_candidates(messages, recommendations=True)
+                                 if _firm(d.choice)]))
