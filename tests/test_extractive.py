@@ -772,3 +772,19 @@ def test_a_choice_said_again_is_listed_once() -> None:
     assert got == [("The store now uses `Set` instead of `List`.", "msg 2"),
                    ("Decision: three NAT gateways (one per zone)", "msg 4"),
                    ("We went with polling instead of webhooks.", "msg 6")]
+
+
+def test_bold_marks_taken_out_never_glue_two_words_into_a_file_name() -> None:
+    """A reasoning summary's bold heading run on after a sentence ("…configuration.**Updating the client**") read as
+    "configuration.Updating": a file name the transcript never shows (a faithfulness violation)."""
+    reply = ("We went with one client per key rather than one shared global configuration.**Updating the client**"
+             "**Checking imports**\n\nI replaced the shared client in `gemini.py` to avoid the global state.**Running tests**")
+    s = sess(u("rotate the keys"), a(reply))
+    out = summarise_extractive(s, [], derive_facts(s))
+    text = " ".join([*(d.choice for d in out.decisions), *(p.done for p in out.phases)])
+    assert "configuration. Updating the client Checking imports" in text and "state. Running tests" in text
+    assert "configuration.Updating" not in text and "state.Running" not in text
+    # bold inside a sentence, and Chinese bold with no spaces around it, are taken out as before
+    s = sess(u("fix it"), a("We went with the **new** cache rather than the old one.\n\n我们改用**查表法**，而不是估算。"))
+    assert [d.choice for d in summarise_extractive(s, [], derive_facts(s)).decisions] == [
+        "We went with the new cache rather than the old one.", "我们改用查表法，而不是估算。"]

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pipeline.facts.turns import _kind, _live, _prose, _sentences
 from pipeline.models import Decision, Message
 from pipeline.screen import Screen
-from pipeline.summarize.text import _CODE_SPAN, _LIST_MARK, _MARKUP, _UNITS, _clip
+from pipeline.summarize.text import _CODE_SPAN, _LIST_MARK, _MARKUP, _UNITS, _clip, unmark
 
 _DECISION = re.compile(
     # (the words end where a word ends: "Switch Toggle" is no "switch to", "went without" no "went with")
@@ -243,7 +243,7 @@ def _strongest(decisions: list[Decision], limit: int = MAX_DECISIONS) -> list[De
 
 def _plain(d: Decision) -> Decision:
     """Without Markdown bold and heading marks; a sentence split inside **bold** leaves half a pair."""
-    choice = " ".join(_MARKUP.sub("", d.choice).split())
+    choice = unmark(d.choice)
     return d if choice == d.choice else d.model_copy(update={"choice": choice})
 
 

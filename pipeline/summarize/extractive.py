@@ -59,7 +59,7 @@ from pipeline.models import (
 )
 from pipeline.summarize.decisions import decision_candidates as decision_candidates  # the LLM path's hints
 from pipeline.summarize.decisions import key_decisions
-from pipeline.summarize.text import _LIST_MARK, _MARKUP, _NEXT_ITEM, _UNITS, _clip
+from pipeline.summarize.text import _LIST_MARK, _MARKUP, _NEXT_ITEM, _UNITS, _clip, unmark
 
 MAX_ASK = 300
 MAX_PHASE_SPLITS = 6
@@ -320,7 +320,7 @@ def _title(text: str, limit: int = 80) -> str:
         # A numbered list: its first item is the title ("1. **Update the model**" must not be titled "1").
         text = _NEXT_ITEM.split(_LIST_MARK.sub("", text), maxsplit=1)[0]
     text = _ACK_PREFIX.sub("", " ".join(text.split()))
-    text = " ".join((_MARKUP.sub("", text) or text).split())
+    text = unmark(text) or " ".join(text.split())
     sentences = _sentences(text) or [text]
     # A stub before the first full stop ("e.g.", "v2.") is no title on its own.
     stub = sentences[0].endswith(".") and " " not in sentences[0]
@@ -341,7 +341,7 @@ def _done_text(msgs: list[Message], cwd: str | None, lang: str) -> str:
     said: list[str] = []
     if replies:
         # A reply's Markdown headings and bold marks would read as escaped noise in the note ("\\## **Done**").
-        sentences = [(s.startswith("#"), " ".join(_MARKUP.sub("", s).split()))
+        sentences = [(s.startswith("#"), unmark(s))
                      for s in _sentences(replies[-1].content)]
         said = [s for heading, s in sentences
                 if not heading and len(s) >= 12 and (_ACTION.search(s) or _DONE.search(s))][:2]
@@ -349,7 +349,7 @@ def _done_text(msgs: list[Message], cwd: str | None, lang: str) -> str:
         # What the agent said it changed ("I removed the interruptionQueue setting", "改用 AuthService.userLogin()"):
         # a long phase's last reply often says only "done", while the substance was reported earlier, and
         # a reply that does report its changes lists them after a lead-in sentence.
-        earlier = [" ".join(_MARKUP.sub("", s).split()) for r in _replies(msgs)
+        earlier = [unmark(s) for r in _replies(msgs)
                    for s in _sentences(r.content)
                    if not s.startswith("#") and 16 <= len(s) <= 240 and s.count("`") % 2 == 0
                    and _CHANGE_REPORT.search(s) and not _ADVICE_OR_PLAN.search(s)]
