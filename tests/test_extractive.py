@@ -788,3 +788,25 @@ def test_bold_marks_taken_out_never_glue_two_words_into_a_file_name() -> None:
     s = sess(u("fix it"), a("We went with the **new** cache rather than the old one.\n\n我们改用**查表法**，而不是估算。"))
     assert [d.choice for d in summarise_extractive(s, [], derive_facts(s)).decisions] == [
         "We went with the new cache rather than the old one.", "我们改用查表法，而不是估算。"]
+
+
+def test_the_goal_states_the_task_not_a_greeting_a_command_a_preamble_or_the_ides_note() -> None:
+    """Issue 15 class 3: the goal is the first ask that sets a task; what the harness added to a message (the file open
+    in the IDE), a greeting, "what model are you", a command typed into the chat, an announcement of the context to
+    come and a pasted document's Markdown heading marks are no part of it."""
+    ide = "<ide_opened_file>The user opened the file /home/ana/src/app/Foo.java in the IDE.</ide_opened_file>"
+    s = sess(u(f"{ide} 你好"), a("你好！"), u("你是什么模型"), a("我是一个编程助手。"),
+             u("请帮我看看这个项目的工作量够不够"), a("够了。"))
+    out = summarise_extractive(s, [], derive_facts(s))
+    assert out.goal == "请帮我看看这个项目的工作量够不够"
+    assert not any("ide_opened_file" in x for p in out.phases for x in (p.title, *p.asks))
+    s = sess(u("setx OLLAMA_API_BASE:"), a("Hecho."), u("hola"), u("Analiza el directorio y genera un resumen"))
+    assert summarise_extractive(s, [], derive_facts(s)).goal == "Analiza el directorio y genera un resumen"
+    context = " ".join(f"Requirement {n} is spelled out here in full." for n in range(30))
+    s = sess(u("Hey, I'm starting a take-home build exercise. Let me give you the full context… The task is to build "
+               f"a ticket dashboard with a FastAPI backend. {context}"))
+    assert summarise_extractive(s, [], derive_facts(s)).goal == (
+        "I'm starting a take-home build exercise. The task is to build a ticket dashboard with a FastAPI backend.")
+    spec = "# Shopfront — Complete Build Specification\n# Instructions for the agent\n\n" + context
+    s = sess(u(spec))
+    assert summarise_extractive(s, [], derive_facts(s)).goal == "Shopfront — Complete Build Specification"

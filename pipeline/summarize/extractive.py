@@ -124,17 +124,52 @@ _PROJECT_DIRS = ("src", "code", "projects", "repos", "git", "dev", "work", "work
 
 @lru_cache(maxsize=4096)  # the same asks are trimmed for the goal, each phase, topic splits and open items
 def _trim_ask(text: str, limit: int = MAX_ASK, lang: str | None = None) -> str:
+    text = _HARNESS_TAG.sub(" ", text)
     if lang is not None and not re.search(r"[^\W\d_]{2,}", typed_prose(text)):
         return _pasted(text, lang)
-    prose = " ".join(_prose(text).split())
+    lines = _prose(text).splitlines()
+    prose = " ".join(" ".join(lines).split())
     if len(prose) <= limit:
         return prose
+    if lines and _HEADING.match(lines[0]):  # a pasted document ("# PolyDot — Build Specification"): its title
+        return _clip(unmark(lines[0]), limit)
     out = ""
-    for s in _sentences(prose)[:2]:  # one or two sentences, when they fit
+    sentences = [part for x in _sentences(prose) for part in re.split(r"(?<=…)\s+", x) if part]
+    # "Let me give you the full context…" announces the task and states none of it: the sentences after it do
+    sentences = [x for x in sentences if not _ANNOUNCES.match(x)] or sentences
+    for s in sentences[:2]:  # one or two sentences, when they fit
         if len(out) + len(s) + 1 > limit:
             break
         out = f"{out} {s}".strip()
     return out or _clip(prose, limit)
+
+
+#: What the harness adds to a user's message (Claude Code's note of the file open in the IDE, a system reminder): not
+#: the user's words, and no title for what was asked.
+_HARNESS_TAG = re.compile(r"<(ide_opened_file|ide_selection|ide_diagnostics|system-reminder)>.*?(?:</\1>|\Z)", re.S)
+#: An ask that sets no task: a greeting, "what model are you", a command typed into the chat ("setx OLLAMA_API_BASE:").
+#: The goal is the first ask that is none of these, and a greeting before a request is no part of it.
+_SMALL_TALK = re.compile(
+    r"^(?:hi|hey|hello|hola|olá|ola|oi|bonjour|hallo|привет|merhaba|selam|你好|您好|嗨|哈喽)(?:\s+\w+)?[\s!！,，.。~]*$"
+    r"|^(?:你是(?:什么|哪个)模型|你是谁|what model are you|who are you)[\s?？!！]*$", re.I)
+_COMMAND_ASK = re.compile(r"^(?:setx|export|set|cd|ls|dir|npm|npx|pnpm|yarn|pip3?|python3?|node|git|docker|curl|wget|sudo"
+                          r"|apt(?:-get)?|brew|make|cargo|mvn|gradle)(?:\s+\S+){1,2}$")
+_ANNOUNCES = re.compile(r"^(?:(?:so |ok(?:ay)?,? )?(?:let me|I'll|I will|I want to|I'd like to) (?:give|share|provide|explain"
+                        r"|describe|paste)|here(?:'s| is| are)|below (?:is|are))\b[^.!?\n]{0,60}\b(?:context|background|details"
+                        r"|overview|situation|setup|everything)\b[^.!?\n]{0,40}$", re.I)
+_GREETING_LEAD = re.compile(r"^(?:hi|hey|hello|hola|olá|oi|bonjour|你好|您好)\b[^.!?。！？\n]{0,40}[.!?。！？,，]\s*", re.I)
+
+
+def _sets_no_task(ask: str) -> bool:
+    return not ask or bool(_SMALL_TALK.match(ask) or _COMMAND_ASK.match(ask))
+
+
+def _goal(asks: Sequence[str]) -> str | None:
+    """The first ask that sets a task (else the first ask), without a greeting before it."""
+    if not asks:
+        return None
+    ask = next((a for a in asks if not _sets_no_task(a)), asks[0])
+    return _GREETING_LEAD.sub("", ask) or ask
 
 
 # A shell prompt and the command typed after it ("C:\\proj>mvn clean install", "$ npm test"); "cd" is not the ask.
@@ -162,9 +197,10 @@ def _pasted(text: str, lang: str) -> str:
 def user_asks(messages: Sequence[Message], lang: str | None = None) -> list[str]:
     """What the user asked, in order: verbatim prose, trimmed to one or two sentences (≤ 300 chars).
 
-    With ``lang``, an ask that is only pasted output becomes a labelled one-line excerpt (``_pasted``).
+    With ``lang``, an ask that is only pasted output becomes a labelled one-line excerpt (``_pasted``). An ask that
+    is only what the harness added (the file open in the IDE) says nothing and is left out.
     """
-    return [_trim_ask(m.content, lang=lang) for m in _live(messages) if _kind(m) == "ask"]
+    return [ask for m in _live(messages) if _kind(m) == "ask" and (ask := _trim_ask(m.content, lang=lang))]
 
 
 # --------------------------------------------------------------------------- open items
@@ -420,7 +456,7 @@ def _names_nothing(ask: str) -> bool:
 def _phase_title(asks: Sequence[str], segment: Sequence[Message]) -> str:
     """The first ask that names something; when every ask only points ("这样了", "是这样吗": a user sending
     screenshots), the first heading of the replies, which says what the step was; else the first ask."""
-    named = next((a for a in asks if not _names_nothing(a)), None)
+    named = next((a for a in asks if not _names_nothing(a) and not _sets_no_task(a)), None)
     if named is None:
         heading = next((h for r in _replies(list(segment)) for h in _HEADING.findall(r.content)
                         if not _names_nothing(_MARKUP.sub("", h))), None)
@@ -489,7 +525,7 @@ def summarise_extractive(
     """Fill the ``SessionSummary`` structure from the transcript alone."""
     lang = lang or facts.language
     asks = user_asks(session.messages, lang)
-    goal = asks[0] if asks else _checkpoint_goal(session, chunks) or session.title
+    goal = _goal(asks) or _checkpoint_goal(session, chunks) or session.title
     goal = goal or _LABELS.get(lang, _LABELS["en"])["none"]
     end = judge_end_state(session, facts)
     root = work_root(session)  # the cwd, else the root the session's files imply (read once)
