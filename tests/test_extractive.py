@@ -810,3 +810,16 @@ def test_the_goal_states_the_task_not_a_greeting_a_command_a_preamble_or_the_ide
     spec = "# Shopfront — Complete Build Specification\n# Instructions for the agent\n\n" + context
     s = sess(u(spec))
     assert summarise_extractive(s, [], derive_facts(s)).goal == "Shopfront — Complete Build Specification"
+
+
+def test_hard_wrapped_lines_hedges_and_pointers_make_no_broken_or_empty_decisions() -> None:
+    """A pasted spec wrapped at 80 columns cut a choice mid-sentence ("…with no OZ inheritance to"); "I could explore…"
+    hedges and "Let me work with that instead" names nothing a reader could follow."""
+    spec = ("Build the contract.\n\nRecommendation: keep Vault.sol self-contained with no inheritance to\n"
+            "avoid bytecode size limits.\n\n- a) first item\n- b) second item")
+    s = sess(u(spec), a("I could explore using a REST endpoint to avoid the global configuration.\n\n"
+                        "Let me work with that instead — it has a different plugin system.\n\n"
+                        "Let me set up the frontend by hand instead."))
+    assert [d.choice for d in summarise_extractive(s, [], derive_facts(s)).decisions] == [
+        "Recommendation: keep Vault.sol self-contained with no inheritance to avoid bytecode size limits.",
+        "Let me set up the frontend by hand instead."]

@@ -109,7 +109,7 @@ _RATIONALE = re.compile(r"\b(?:because|since|so that|as it|çünkü)\b\s*(.+)$|(
 #: extractive summary, which cannot, drops these.
 _TENTATIVE = re.compile(
     r"^(?:maybe|perhaps|possibly|alternatively|if\b|or\b|please\b|\|)|\b(?:let me know|would you like|you'?d (?:like|prefer)"
-    r"|tell me if|if you(?:'re| are) not sure|might|may need to|could try|i wonder)\b|^(?:\d{1,2}[.、]\s*)?(?:也许|可能|或者|请|如果|假如|要是|(?:你的)?意思是)", re.I)
+    r"|tell me if|if you(?:'re| are) not sure|might|may need to|could try|(?:I|we) could (?!not\b)|i wonder)\b|^(?:\d{1,2}[.、]\s*)?(?:也许|可能|或者|请|如果|假如|要是|(?:你的)?意思是)", re.I)
 _LEAD_IN = re.compile(r"[:：]\W*$")
 _ADOPTED = re.compile(r"\b(?:decided|went with|switch(?:ed)? to|instead|rather than)\b|决定|改用|采用|(?<!替)换成|而不是", re.I)
 
@@ -161,6 +161,8 @@ _PROCESS = re.compile(
 _LEANING = re.compile(r"^(?:\W{0,4}(?:my |final )?(?:recommendation|decision)\s*[:：]\s*)?(?:instead\s*,"
                       r"|(?:(?:it|they)|(?:this|that|these|those)(?:\s+[a-z][\w-]*)?)\s+(?:\w+s|is|are|was|were|will|would"
                       r"|should|can|could|way|means)\b)", re.I)
+#: ...or whose choice is only a pointer ("Let me work with that instead").
+_POINTS_INSTEAD = re.compile(r"\b(?:that|this|it|them|these|those) instead\b", re.I)
 #: Quoted words are someone's words, not the session's choice ("Please switch to TestNet" on a button, a paper
 #: titled 「不要用單一 metric」). Bounded, so an unclosed quote costs no rescan.
 _QUOTED = re.compile(r'"[^"\n]{1,200}"|“[^”\n]{1,200}”|「[^」\n]{1,200}」|『[^』\n]{1,200}』')
@@ -196,7 +198,7 @@ def _firm(choice: str) -> bool:
         return False
     if len(_UNITS.findall(choice)) < 3:  # a label ("Recommended Shape"), not a sentence
         return False
-    if _PROCESS.search(choice) or _LEANING.search(choice):
+    if _PROCESS.search(choice) or _LEANING.search(choice) or _POINTS_INSTEAD.search(choice):
         return False
     if not _chooses(_CONTRAST.sub(" ", answer)):  # it chooses by a contrast alone
         if _DIAGNOSIS.search(choice):
@@ -281,6 +283,30 @@ def _headings_joined(text: str) -> str:
     return _HEADING_THEN_LINE.sub(join, text)
 
 
+_WRAP_END = re.compile(r"[.!?。！？:：;；]\s*$|^\s*(?:[#|>]|```)")
+_WRAP_NEXT = re.compile(r"^\s*(?![a-z][.)]\s)[a-zà-öø-ÿçğışü(]")
+
+
+def _unwrapped(text: str) -> str:
+    """``text`` with hard-wrapped lines joined: a line that ends mid-sentence and a next line that goes on in lower
+    case ("…with no OZ inheritance to" / "avoid bytecode size limits.") are one sentence, not a fragment ending "to".
+    Fenced code, headings, tables and list items are left as they are."""
+    if "\n" not in text:
+        return text
+    out: list[str] = []
+    fenced = False
+    for line in text.split("\n"):
+        joins = (out and not fenced and out[-1].strip() and not _WRAP_END.search(out[-1])
+                 and _WRAP_NEXT.match(line) is not None)
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        if joins:
+            out[-1] = f"{out[-1].rstrip()} {line.strip()}"
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
 def decision_candidates(messages: Sequence[Message], *, recommendations: bool = False) -> list[Decision]:
     """Sentences with explicit choice language (English and Chinese), with rejected options and evidence.
 
@@ -305,7 +331,7 @@ def decision_candidates(messages: Sequence[Message], *, recommendations: bool = 
             continue
         if m.role == "assistant" and not may_choose(_straight(m.content)):
             continue  # one scan of the reply instead of one per sentence: most replies choose nothing
-        for sentence in _sentences(_prose(m.content) if m.role == "user" else _headings_joined(m.content)):
+        for sentence in _sentences(_unwrapped(_prose(m.content) if m.role == "user" else _headings_joined(m.content))):
             plain = _straight(sentence)  # matched as straight; quoted as written (the spans are the same)
             correction = m.role == "user" and _CORRECTION.match(plain)
             if sentence.endswith(("?", "？")) or not (correction or chooses(plain)):
