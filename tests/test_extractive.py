@@ -823,3 +823,21 @@ def test_hard_wrapped_lines_hedges_and_pointers_make_no_broken_or_empty_decision
     assert [d.choice for d in summarise_extractive(s, [], derive_facts(s)).decisions] == [
         "Recommendation: keep Vault.sol self-contained with no inheritance to avoid bytecode size limits.",
         "Let me set up the frontend by hand instead."]
+
+
+def test_a_change_or_an_act_with_its_reason_joined_by_so_or_since_is_a_decision() -> None:
+    """"<cause>, so I <act>", "Since <cause>, I'll <act>" and "<Changed> X so <effect>" state a choice and its reason;
+    "so I'll proceed", "so I'm starting the server" and "I'm thinking of…" narrate the work. "优先加载/强制使用" choose."""
+    reply = ("The config file was empty, so I ran the import as a standalone script.\n\n"
+             "Since this is a Vite app (not Next.js), I'll write the hooks for that stack.\n\n"
+             "Relaxed the schema check so any non-empty model name is accepted.\n\n"
+             "The user gave enough context, so I'll proceed with the review.\n\n"
+             "Nothing listens on port 3000, so I’m starting the dev server now.\n\n"
+             "Since I can’t read the docs, I’m thinking of running a snippet.\n\n"
+             "需要修改代码让它优先加载 `.env.local`。\n\n强制使用 `webdriver-manager` 管理的驱动。")
+    s = sess(u("wire the frontend to the new API"), a(reply))
+    assert [d.choice for d in summarise_extractive(s, [], derive_facts(s)).decisions] == [
+        "The config file was empty, so I ran the import as a standalone script.",
+        "Since this is a Vite app (not Next.js), I'll write the hooks for that stack.",
+        "Relaxed the schema check so any non-empty model name is accepted.",
+        "需要修改代码让它优先加载 `.env.local`。", "强制使用 `webdriver-manager` 管理的驱动。"]

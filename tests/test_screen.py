@@ -16,7 +16,8 @@ from pipeline.screen import Screen, widen
 from pipeline.summarize import decisions
 from tests.corpus import CORPUS, require_corpus
 
-PATTERNS = [decisions._DECISION, decisions._RECOMMEND, decisions._DECISION_OTHER, decisions._REASON, decisions._TERSE_FIX]
+PATTERNS = [decisions._DECISION, decisions._RECOMMEND, decisions._DECISION_OTHER, decisions._REASON, decisions._TERSE_FIX,
+            decisions._SO_REASON]
 
 
 def _misses(screen: Screen, texts: list[str]) -> list[str]:

@@ -22,7 +22,8 @@ _DECISION = re.compile(
     r"\b(?:decided to|decide to|we'?ll use|we will use|let'?s (?:use|go with|stick with|switch)|going with|"
     r"went with|chose|choose|chosen|picked|opted for|opting for|instead|rather than|switch(?:ed|ing)? to|"
     r"prefer(?:red|s)?)\b|\b(?:don'?t|do not)\b[^.;]*,\s*use\b"
-    r"|决定|改用|选择|采用|采纳|而不是|不用|(?<!替)换成|还是用|不要|用[^，。；：,;:\n]{1,30}?(?:替代|代替|取代)", re.I)
+    r"|决定|改用|选择|采用|采纳|而不是|不用|(?<!替)换成|还是用|不要|用[^，。；：,;:\n]{1,30}?(?:替代|代替|取代)"
+    r"|(?:优先|强制)(?:使用|用|加载|读取|采用)", re.I)
 #: What may stand before a label: Markdown marks, a bullet, an emoji ("🔧 **Solution:"). Spelled out, not ``\W``, so the
 #: RE2 screen can take the pattern.
 _LEAD = "(?:[ \t*#>_~•-]|[\u2600-\u27bf\U0001F300-\U0001FAFF]){0,6}"  # (literal characters: RE2 has no \\u)
@@ -70,13 +71,29 @@ _GUESS = re.compile(r"\b(?:likely|probably|perhaps|maybe|seems?|fail\w*|error\w*
 
 #: A fix reported tersely, the problem before a dash and the change after it ("Circular import — moving the commands
 #: import inside main()"): the dash says "so".
+#: A reason joined to what was done by "so" or "since" ("The notebook was empty, so I ran the analysis as scripts",
+#: "Since this is Vite, I'll write the hooks for that stack", "Relaxed config validation so any model ID is
+#: accepted"): a first-person act, or a reported change, with its cause.
+_SO_REASON = re.compile(r",\s*so (?:I|we)(?:'ll|'m|'ve| will| am| have)?\s+(?:going to\s+)?(?P<act>\w+)"
+                        r"|\bsince\b[^,;\n]{3,120},\s*(?:I|we)(?:'ll|'m|'ve| will| am| have)?\s+(?:going to\s+)?(?P<act2>\w+)"
+                        r"|\b(?:relaxed|added|removed|changed|replaced|made|moved|switched|updated|renamed|split|dropped"
+                        r"|disabled|enabled|restricted|limited|tightened|loosened)\b[^.;\n]{3,120}\bso (?:that )?\w", re.I)
+#: ...where "so I" is followed by an act, not by the agent going on ("so I'll proceed with the evaluation") or musing.
+_NOT_AN_ACT = re.compile(r"(?:proceed|continu|start|begin|go|now|check|run|look|read|verif|test|try|tri|think|guess|assum"
+                         r"|suspect|can|could|should|might|know|knew|notic|figur|wonder)\w*", re.I)
+
+
+def _so_reasoned(text: str) -> bool:
+    return any(not _NOT_AN_ACT.fullmatch(m.group("act") or m.group("act2") or "") for m in _SO_REASON.finditer(text))
+
+
 _TERSE_FIX = re.compile(r"^[^—–\n]{3,60}\s[—–]\s+(?:moving|removing|replacing|switching|using|dropping|renaming|pinning"
                         r"|reverting|splitting|wrapping|skipping|disabling|excluding|downgrading)\b", re.I | re.M)
 
 
 def _reasoned(sentence: str) -> bool:
-    return bool(((_REASON.search(sentence) and _REASON_CHANGE.search(sentence)) or _TERSE_FIX.search(sentence))
-                and not _GUESS.search(sentence))
+    return bool(((_REASON.search(sentence) and _REASON_CHANGE.search(sentence)) or _TERSE_FIX.search(sentence)
+                 or _so_reasoned(sentence)) and not _GUESS.search(sentence))
 
 
 _CORRECTION = re.compile(r"^(?:no,\s|actually,?\s)", re.I)
@@ -252,7 +269,7 @@ def _plain(d: Decision) -> Decision:
 #: One RE2 pass tells most replies apart from those that may choose (the ``re`` alternations above cost a
 #: scan per position, and most replies choose nothing); a maybe still goes through the ``re`` checks below.
 _MAY_CHOOSE = Screen([_DECISION])
-_MAY_CHOOSE_OR_RECOMMEND = Screen([_DECISION, _RECOMMEND, _DECISION_OTHER, _REASON, _TERSE_FIX])
+_MAY_CHOOSE_OR_RECOMMEND = Screen([_DECISION, _RECOMMEND, _DECISION_OTHER, _REASON, _TERSE_FIX, _SO_REASON])
 
 
 #: A heading (or a bold line) and the first line under it.
@@ -324,7 +341,7 @@ def decision_candidates(messages: Sequence[Message], *, recommendations: bool = 
             return False
         return bool(_DECISION.search(text) or (recommendations and (
             _RECOMMEND.search(text) or _DECISION_OTHER.search(text) or _REASON.search(text)
-            or _TERSE_FIX.search(text))))
+            or _TERSE_FIX.search(text) or _SO_REASON.search(text))))
 
     for m in _live(messages):
         if m.role not in ("user", "assistant") or (m.role == "user" and _kind(m) != "ask"):
