@@ -841,3 +841,13 @@ def test_a_change_or_an_act_with_its_reason_joined_by_so_or_since_is_a_decision(
         "Since this is a Vite app (not Next.js), I'll write the hooks for that stack.",
         "Relaxed the schema check so any non-empty model name is accepted.",
         "需要修改代码让它优先加载 `.env.local`。", "强制使用 `webdriver-manager` 管理的驱动。"]
+
+
+def test_the_answer_an_analysis_gives_in_a_heading_is_its_decision() -> None:
+    """A question-and-answer session decides by answering: "## Answer: …" (or "## 结论：…") is what it settled on;
+    other headings and a plain "Answer:" in running text are not."""
+    reply = ("## Answer: No — the delay comes from the queue, not from the database\n\nDetails follow.\n\n"
+             "## Method\n\nI timed each stage.\n\n## 结论：瓶颈在队列，而不是数据库\n\nAnswer: maybe later.")
+    s = sess(u("is the database the bottleneck?"), a(reply))
+    assert [d.choice for d in summarise_extractive(s, [], derive_facts(s)).decisions] == [
+        "Answer: No — the delay comes from the queue, not from the database", "结论：瓶颈在队列，而不是数据库"]

@@ -30,6 +30,8 @@ _LEAD = "(?:[ \t*#>_~•-]|[\u2600-\u27bf\U0001F300-\U0001FAFF]){0,6}"  # (liter
 _SOLUTION = (r"(?:the |my |proposed |recommended )?(?:solution|fix|workaround|resolution|解决方案|解决办法|修复方案|修复|修正"
              r"|正确(?:的)?(?:做法|方式|方法)"
              r"|soluci[óo]n|solução|correcci[óo]n|correção|çözüm|düzeltme|решение|исправление)(?:\s*#?\d{1,2})?")
+_ANSWER_HEADING = (r"#{1,6}[ \t]+" + _LEAD + r"(?:answer|conclusion|bottom line|tl;?dr|结论|結論|答案)[ \t]*[:：][ \t]*"
+                   r"[^ \t\n]")
 #: A recommendation is the decision of a review or an analysis ("I would not use three optional fields",
 #: "Best shape: `embedding_inputs`", "我建议改用…"); a verdict ("Verdict: your MVP proves…") judges, it chooses nothing. Only the extractive note adds these: the LLM's hints
 #: (``decision_candidates`` without ``recommendations``) are part of its recorded prompts.
@@ -41,7 +43,10 @@ _RECOMMEND = re.compile(
     r"|我的?(?:建议|建議|推荐|推薦|倾向|傾向)|建议(?:用|使用|采用|改|把|将)|最好(?:用|使用|改用)"
     r"|(?:最终|最后)的?(?:推荐|决定|方案|选择)"
     # a labelled fix is the one the session settled on ("**Fix:** created an IRSA role", "解决方案：改用…")
-    rf"|^{_LEAD}{_SOLUTION}[ \t]*[:：][ \t\n]*[^ \t\n]", re.I | re.M)
+    rf"|^{_LEAD}{_SOLUTION}[ \t]*[:：][ \t\n]*[^ \t\n]"
+    # and so is the answer an analysis gives itself in a heading ("## Answer: Yes — positive, but U-shaped")
+    rf"|^{_ANSWER_HEADING}", re.I | re.M)
+_ANSWERS = re.compile(_ANSWER_HEADING, re.I)
 #: Choice words in the other languages sessions are held in (Portuguese, Spanish, French, German, Turkish,
 #: Russian): the note quotes the session, so its decisions are found in the session's own words. Turkish puts the
 #: option turned down before its word ("`QTimer` yerine …": instead of QTimer).
@@ -204,14 +209,16 @@ def _chooses(text: str) -> bool:
 
 def _firm(choice: str) -> bool:
     choice = _straight(choice)
-    if _NOT_PROSE.search(_CODE_SPAN.sub("`…`", choice)):  # "Best shape: `X | None`" is no table row
+    prose = _CODE_SPAN.sub("`…`", choice)  # "Best shape: `X | None`" is no table row
+    answers = bool(_ANSWERS.match(prose))  # a heading, but the one that gives the analysis's answer
+    if _NOT_PROSE.search(prose) and not answers:
         return False
     choice = " ".join(_MARKUP.sub(" ", choice).split())  # "**Recommendation：**This…" reads as words
     prose = _CODE_SPAN.sub("`…`", choice)
     # A question asked mid-sentence chooses only if its answer follows ("要不要納入 X?— 我傾向納入");
     # "Why did you choose EKS over Kubernetes?" asks.
     answer = _QUOTED.sub(" ", re.split(r"[?？]", prose)[-1])
-    if _FINDING.search(prose) or not _chooses(answer):
+    if _FINDING.search(prose) or not (answers or _chooses(answer)):
         return False
     if len(_UNITS.findall(choice)) < 3:  # a label ("Recommended Shape"), not a sentence
         return False
