@@ -740,6 +740,8 @@ def test_decisions_leave_out_what_describes_narrates_or_leans_on_the_sentence_be
              "I’m running the build now; if it passes, the page shows the real error instead of a generic one.\n\n"
              "First I’m checking whether a helper exists so we reuse it instead of writing a second one.\n\n"
              "This lets the cache warm up instead of starting cold.\n\n"
+             "Using `ui-design-guidelines` because the edits touch the stylesheet.\n\nI’m starting the app on port 3001 instead.\n\n"
+             "The exporter is using the admin token instead of its own token.\n\n"
              "It uses the signed-in user instead of the guest token.\n\n"
              "Recommendation: This assignment is taking very long because of all the permission errors.\n\n"
              "Verdict: your demo proves the parser, not the product.\n\n"

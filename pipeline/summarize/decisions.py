@@ -169,14 +169,18 @@ _CONTRAST = re.compile(r"\b(?:instead|rather than|en (?:lugar|vez) de|em vez de|
 #: ...and it describes, not chooses, when it reports a fault, a symptom or a finding.
 _DIAGNOSIS = re.compile(r"\b(?:keeps|still|never|seem(?:s|ed)?|appears? to|looks like|problem|issues?|bug"
                         r"|wrong|broken|mistake|missed|which means|degraded|parece|problema|todav[íi]a|sigue|sorun|hata"
-                        r"|hâlâ)\b|问题|错误|不一致|导致|实际上|两次|仍然|失败|报错", re.I)
-#: The agent narrating its own next step of work (checking, running, reading, trying, thinking): how it works, not
-#: what the session chose ("I’m running the production build now; if this passes…", "First I’m checking whether…").
+                        r"|hâlâ|(?:is|are|was|were) (?:still )?using|est[áa]n? usando|estaba usando)\b|问题|错误|不一致|导致|实际上|两次"
+                        r"|仍然|失败|报错", re.I)
+#: The agent narrating its own next step of work (checking, running, reading, trying, thinking, starting a server): how
+#: it works, not what the session chose ("I’m running the production build now; if this passes…", "First I’m checking
+#: whether…").
 _PROCESS = re.compile(
     r"^(?:(?:first|now|next|then|so),?\s+)?(?:I'm|I am|I'll|I will|let me|we'll|we will)\s+(?:now\s+|also\s+|just\s+)?"
     r"(?:going to\s+)?(?:check\w*|run\w*|doing (?:a|one|another|the)\b|test\w*|verif\w*|validat\w*|inspect\w*|read\w*"
     r"|look\w*|search\w*|scan\w*|grep\w*|open\w*|review\w*|try\w*|explor\w*|confirm\w*|think\w*|propos\w*"
-    r"|investigat\w*)\b", re.I)
+    r"|investigat\w*|start\w*|restart\w*)\b"
+    # ...or announcing which of its own skills or tools it applies ("Using `frontend-design-guidelines` because…")
+    r"|^(?:(?:I'll|I will|I'm|I am)\s+)?(?:use|using)\b[^.;]{0,80}?\b(?:skills?|guidelines|guidance|compiler|linter)\b", re.I)
 #: A sentence that leans on the one before it ("Instead, it keeps…", "This lets the wheel settle…", "It uses the
 #: connected wallet…", "Recommendation: This assignment is taking very long…"): a later reader cannot tell what it
 #: is about. (A noun after "this" is lower case: "This Supabase project uses…" names what it is about.)
