@@ -228,7 +228,7 @@ def _firm(choice: str) -> bool:
         return False
     if _PROCESS.search(choice) or _LEANING.search(choice) or _POINTS_INSTEAD.search(choice):
         return False
-    if not _chooses(_CONTRAST.sub(" ", answer)):  # it chooses by a contrast alone
+    if _CONTRAST.search(answer) and not _chooses(_CONTRAST.sub(" ", answer)):  # it chooses by a contrast alone
         if _DIAGNOSIS.search(choice):
             return False
         # and something is chosen besides the option turned down ("Instead of this:", "instead of only `x`.")
@@ -388,6 +388,10 @@ def decision_candidates(messages: Sequence[Message], *, recommendations: bool = 
     return list(out.values())
 
 
+#: How many of the kept choices a later one is compared with (``_restated``).
+RESTATED_WITHIN = 40
+
+
 def _words(text: str) -> frozenset[str]:
     return frozenset(w.lower() for w in _UNITS.findall(_CODE_SPAN.sub(lambda m: m.group(0).strip("`"), text)))
 
@@ -395,14 +399,24 @@ def _words(text: str) -> frozenset[str]:
 def _restated(decisions: list[Decision]) -> list[Decision]:
     """Each choice once: a later sentence that says the same again ("the databases use `Set` instead of `List`"
     three replies running; "Decision: 3 NAT Gateways (one per AZ)" and "For production, I chose 3 NAT Gateways - one per
-    AZ") is dropped: the same options turned down and half the words, or four in five words of the shorter."""
-    kept: list[tuple[Decision, frozenset[str]]] = []
+    AZ") is dropped: the same options turned down and half the words, or four in five words of the shorter. A choice is
+    compared with those turning down the same options and with the last ``RESTATED_WITHIN`` kept, so a reply of
+    thousands of contrasts costs no quadratic pass."""
+    kept: list[Decision] = []
+    recent: list[frozenset[str]] = []
+    by_rejected: dict[tuple[str, ...], list[frozenset[str]]] = {}
     for d in decisions:
         words = _words(d.choice)
-        if not any((d.rejected and d.rejected == k.rejected and len(words & w) * 2 >= len(words | w))
-                   or len(words & w) * 5 >= 4 * max(3, min(len(words), len(w))) for k, w in kept):
-            kept.append((d, words))
-    return [d for d, _ in kept]
+        same_options = by_rejected.get(d.rejected, []) if d.rejected else []
+        if any(len(words & w) * 2 >= len(words | w) for w in same_options) or any(
+                len(words & w) * 5 >= 4 * max(3, min(len(words), len(w))) for w in recent[-RESTATED_WITHIN:]):
+            continue
+        kept.append(d)
+        recent.append(words)
+        if d.rejected:
+            same_options.append(words)
+            by_rejected[d.rejected] = same_options[-RESTATED_WITHIN:]
+    return kept
 
 
 def key_decisions(messages: Sequence[Message]) -> list[Decision]:
