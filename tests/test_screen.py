@@ -13,10 +13,11 @@ import re
 import pytest
 
 from pipeline.screen import Screen, widen
-from pipeline.summarize import extractive
+from pipeline.summarize import decisions
 from tests.corpus import CORPUS, require_corpus
 
-PATTERNS = [extractive._DECISION, extractive._RECOMMEND, extractive._DECISION_OTHER, extractive._REASON]
+PATTERNS = [decisions._DECISION, decisions._RECOMMEND, decisions._DECISION_OTHER, decisions._REASON, decisions._TERSE_FIX,
+            decisions._SO_REASON]
 
 
 def _misses(screen: Screen, texts: list[str]) -> list[str]:

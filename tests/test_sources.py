@@ -555,3 +555,21 @@ def test_a_note_from_a_transcript_names_its_file_and_leaves_unrecorded_tokens_un
     assert fm["transcript"] == str(src.resolve()).replace(token, "[REDACTED:GITHUB_TOKEN]")
     assert token not in note.read_text(encoding="utf-8")
     assert fm["input_tokens"] is None and fm["output_tokens"] is None and fm["cost_usd"] is None
+
+
+def test_aider_diff_edit_blocks_stay_in_the_reply(tmp_path: Path) -> None:
+    """A diff-format edit block ends on ">>>>>>> REPLACE", which starts with ">" like aider's own output; read as
+    aider's, it cut the reply at every block and each piece opened on the block's closing fence."""
+    fence = "````"
+    history = "\n".join([
+        "# aider chat started at 2026-01-02 10:00:00", "", "#### make the clock faster", "",
+        "I will change the timer.", "", "app/clock.py", f"{fence}python", "<<<<<<< SEARCH", "TICK = 100",
+        "=======", "TICK = 50", ">>>>>>> REPLACE", fence, "", "The clock now ticks every 50 ms instead of 100.", "",
+        "> Applied edit to app/clock.py", "> Commit 1a2b3c4 feat: faster clock", ""])
+    path = tmp_path / ".aider.chat.history.md"
+    path.write_text(history, "utf-8")
+    s = one(path)
+    replies = [m.content for m in s.messages if m.role == "assistant" and m.content]
+    assert len(replies) == 1 and replies[0].endswith("The clock now ticks every 50 ms instead of 100.")
+    assert ">>>>>>> REPLACE" in replies[0] and not any(m.role == "system" for m in s.messages)
+    assert [c.name for c in calls(s)] == ["aider_apply_edit", "aider_commit"]

@@ -36,6 +36,9 @@ _FAILURE_TAIL = re.compile(r" after \d+ attempts\b.*$|: \[Errno \d+\].*$")
 _PROMPT_ANSWER = re.compile(r"\(Y\)es/\(N\)o\b.*\]:\s*\S*\s*$")
 # Reasoning models' thinking, which aider writes into the reply between tags named by a hash.
 _THINKING = re.compile(r"<(thinking-content-[0-9a-f]+)>.*?(?:</\1>|\Z)", re.S)
+# The end of a diff-format edit block is the model's own text, though it starts with ">" as aider's output does:
+# read as aider's, it cut the reply into rows at every edit, each opening on the block's closing fence.
+_REPLACE_END = re.compile(r"^>{7} REPLACE\s*$")
 _BANNER = re.compile(r"^(Aider v|Main model:|Model:|Weak model:|Editor model:|Git repo:|Repo-map:|Added .* to the chat|Use /help|Cost estimates|https://aider\.chat/HISTORY)")
 
 
@@ -67,7 +70,8 @@ def _session(path: Path, n: int, started: str, lines: list[str]) -> Session:
     sid = stable_id("aider", path.resolve().parent.name, path.name, started or n)
     groups: list[tuple[str, list[str]]] = []
     for line in lines:
-        kind = "user" if line.startswith("####") else "aider" if line.startswith(">") else "assistant"
+        kind = ("user" if line.startswith("####") else "aider" if line.startswith(">") and not _REPLACE_END.match(line)
+                else "assistant")
         body = _strip(line, "#### " if kind == "user" else "> " if kind == "aider" else "")
         if kind == "aider" and body == ">":
             body = ""

@@ -30,6 +30,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
+from itertools import pairwise
 
 from pipeline.facts.derive import COMMAND_TOOLS, call_command, file_touches, result_failed, work_root
 from pipeline.facts.endstate import (
@@ -47,7 +48,6 @@ from pipeline.facts.turns import _has_prose, _kind, _live, _prose, _replies, _se
 from pipeline.models import (
     NOTE_ERRORS_MAX,
     Chunk,
-    Decision,
     Facts,
     Message,
     Phase,
@@ -57,7 +57,9 @@ from pipeline.models import (
     SessionSummary,
     is_scratch,
 )
-from pipeline.screen import Screen
+from pipeline.summarize.decisions import decision_candidates as decision_candidates  # the LLM path's hints
+from pipeline.summarize.decisions import key_decisions
+from pipeline.summarize.text import _LIST_MARK, _MARKUP, _NEXT_ITEM, _UNITS, _clip, unmark
 
 MAX_ASK = 300
 MAX_PHASE_SPLITS = 6
@@ -92,154 +94,6 @@ _TODO_HEAD = re.compile(r"(?:next steps?|todo|to-do|remaining|follow[- ]ups?|ope
                         re.I)
 _TODO_LINE = re.compile(r"^\s*(?:[-*]\s*\[ \]|TODO\b|FIXME\b|Next step|待办|下一步|还需要|尚未)", re.I)
 
-_DECISION = re.compile(
-    r"\b(?:decided to|decide to|we'?ll use|we will use|let'?s (?:use|go with|stick with|switch)|going with|"
-    r"went with|chose|choose|chosen|picked|opted for|opting for|instead\b|rather than|switch(?:ed|ing)? to|"
-    r"prefer(?:red|s)?\b|(?:don'?t|do not)\b[^.;]*,\s*use\b)"
-    r"|决定|改用|选择|采用|采纳|而不是|不用|(?<!替)换成|还是用|不要", re.I)
-#: A recommendation is the decision of a review or an analysis ("I would not use three optional fields",
-#: "Best shape: `embedding_inputs`", "我建议改用…"). Only the extractive note adds these: the LLM's hints
-#: (``decision_candidates`` without ``recommendations``) are part of its recorded prompts.
-_RECOMMEND = re.compile(
-    r"\bI(?:'d| would)(?: not| rather)? (?:use|avoid|keep|go with|recommend|pick|choose|prefer|model|make|split|move)\b"
-    r"|\bI (?:recommend|suggest)\b|\b(?:my |our |final )?(?:recommendation|decision|verdict)(?: is)?\s*[:：]|\brecommended (?:approach|fix|option|shape|path)\b"
-    r"|\b(?:best|safest|simplest) (?:option|approach|shape|fix|choice|path)\s*(?:is\b|[:：])"
-    r"|我(?:建议|建議|推荐|推薦|倾向|傾向)|建议(?:用|使用|采用|改|把|将)|最好(?:用|使用|改用)"
-    r"|(?:最终|最后)的?(?:推荐|决定|方案|选择)", re.I)
-#: Choice words in the other languages sessions are held in (Portuguese, Spanish, French, German, Russian): the
-#: note quotes the session, so its decisions are found in the session's own words.
-_DECISION_OTHER = re.compile(
-    r"\b(?:decid(?:i|imos|iu|í|ió|ido)|opt(?:ei|amos|ou|é)|escolh(?:i|emos|eu)|eleg(?:í|imos)|em vez de|ao inv[ée]s de"
-    r"|en (?:lugar|vez) de|vamos usar|vou usar|mudei para|troquei|recomendo|recomiendo|j'ai choisi|au lieu de"
-    r"|je recommande|stattdessen|entschieden|empfehle)\b"
-    r"|(?<![А-Яа-яЁё])(?:решил[аи]?|решено|выбрал[аи]?|вместо|рекомендую|рекомендуется|предлагаю|лучше использовать)"
-    r"(?![А-Яа-яЁё])", re.I)
-#: A change made for a stated reason is a choice too ("移除Spring Boot Maven插件，因为common是一个库模块", "moving the
-#: import inside main() to avoid the circular import"): a change verb and a reason in one sentence, not a guess or
-#: a failure's post-mortem ("likely because", "failed because I used a host path"). "since" is left out: it
-#: explains far more often than it decides ("the replace() call is a no-op since the lexer changed").
-_REASON = re.compile(r"\b(?:because|so that|to avoid|to prevent)\b|因为|由于|以便|为了|避免|以免", re.I)
-_REASON_CHANGE = re.compile(
-    r"\b(?:using|used|switch(?:ed|ing)|mov(?:ed|ing)|remov(?:ed|ing)|replac(?:ed|ing)|skipp(?:ed|ing)|dropp(?:ed|ing)"
-    r"|disabl(?:ed|ing)|renam(?:ed|ing)|splitting|pinn(?:ed|ing)|revert(?:ed|ing)|exclud(?:ed|ing)|downgrad(?:ed|ing)"
-    r"|wrapp(?:ed|ing))\b|^(?:use|switch|move|remove|replace|skip|drop|disable|rename|split|pin|revert|exclude|wrap)\b"
-    r"|\b(?:I'll|I will|we'll|we will|let's|let me)\s+(?:use|switch|move|remove|replace|skip|drop|disable|rename|split"
-    r"|pin|revert|exclude|wrap)\b|移除|删除|改为|改用|改成|跳过|去掉|替换|禁用|拆分|降级|不应|不需要|换成", re.I)
-_GUESS = re.compile(r"\b(?:likely|probably|perhaps|maybe|seems?|fail\w*|error\w*)\b|可能|似乎|失败|报错", re.I)
-
-
-def _reasoned(sentence: str) -> bool:
-    return bool(_REASON.search(sentence) and _REASON_CHANGE.search(sentence) and not _GUESS.search(sentence))
-
-
-_CORRECTION = re.compile(r"^(?:no,\s|actually,?\s)", re.I)
-_REJECTED = (
-    re.compile(r"\binstead of\s+(?:using\s+)?([^,.;:!?()]+)", re.I),
-    re.compile(r"\brather than\s+(?:using\s+)?([^,.;:!?()]+)", re.I),
-    re.compile(r"\b(?:chose|choose|chosen|picked|prefer\w*|going with|went with)\b[^.;]*?\bover\s+([^,.;:!?()]+)",
-               re.I),
-    re.compile(r"\b(?:don'?t|do not|would not|wouldn'?t) use\s+([^,.;:!?()]+)", re.I),
-    re.compile(r"\bswitch(?:ed|ing)? from\s+([^,.;:!?()]+?)\s+to\b", re.I),
-    re.compile(r"\b(?:em vez de|ao inv[ée]s de|en (?:lugar|vez) de|au lieu de)\s+([^,.;:!?()]+)", re.I),
-    re.compile(r"(?<![А-Яа-яЁё])вместо\s+([^,.;:!?()]+)", re.I),
-    re.compile(r"而不是(?:用|使用)?([^，。；：,.;:！？()（）]+)"),
-    re.compile(r"(?:不用|不要)(?:再)?(?:用|使用)?([^，。；：,.;:！？()（）]+)"),
-    re.compile(r"把([^，。；：,.;:！？()（）]+?)(?:替换成|替换为|换成|改成)"),
-)
-_OPTION_END = re.compile(r"\s+(?:because|since|so|for|as|which|when|if)\b|因为|由于", re.I)
-_RATIONALE = re.compile(r"\b(?:because|since|so that|as it)\b\s*(.+)$|(?:因为|由于)(.+)$", re.I)
-#: A list marker ("1. ", "C. ", "2) ", "3、"), where the next item starts, and Markdown bold and heading
-#: marks: none of them are words of a title, an outcome or a decision.
-_LIST_MARK = re.compile(r"^(?:\d{1,3}|[A-Za-z])(?:[.)]\s+|、)")
-_NEXT_ITEM = re.compile(r"\n|\s(?:\d{1,3}|[A-Za-z])[.)]\s")
-_MARKUP = re.compile(r"\*\*|(?<!\S)#{1,6}(?=\s)")
-
-
-#: Choice words in a sentence that does not make a choice: an offer or a question to the user, a guess,
-#: a table row, or a lead-in to a list ("Karpenter can choose between these based on:"), unless the lead-in itself
-#: says what was adopted ("改用 tooltip："). The LLM gets all candidates as hints and judges them; the
-#: extractive summary, which cannot, drops these.
-_TENTATIVE = re.compile(
-    r"^(?:maybe|perhaps|possibly|alternatively|if\b|or\b|please\b|\|)|\b(?:let me know|would you like|you'?d (?:like|prefer)"
-    r"|tell me if|if you(?:'re| are) not sure|might|may need to|could try|i wonder)\b|^(?:\d{1,2}[.、]\s*)?(?:也许|可能|或者|请|如果|假如|要是|(?:你的)?意思是)", re.I)
-_LEAD_IN = re.compile(r"[:：]\W*$")
-_ADOPTED = re.compile(r"\b(?:decided|went with|switch(?:ed)? to|instead|rather than)\b|决定|改用|采用|(?<!替)换成|而不是", re.I)
-
-
-# Choice words that choose nothing: a UI's "选择框"/"可选择" (a select box, selectable), "什么都不用管" (no need
-# to), "your chosen model" and "can choose from" (instructions), "switch gears" (an idiom). In Chinese also:
-# "要不要/是不是" (whether), "帮你决定/决定下一个…" (asking for a decision), "不用改/不要动了/不用额外花钱" (no need
-# to do a bare verb: an instruction, no option turned down), "不要有卡顿/不要误导我" and "如果不用…" (a
-# requirement, a complaint, a condition).
-_NOT_A_CHOICE = re.compile(
-    r"选择(?:[框器项性题栏]|过渡|效果|按钮|面板|列表|功能|组件|弹窗|逻辑|界面)|可(?:以)?选择|(?:都|也|就)不用|\b(?:your|the|their|a) chosen\b"
-    r"|要不要|用不用|是不是|需不需要|(?:帮(?:我|你)|你来|由你|需要你)决定|决定(?:下一|一下|哪)"
-    r"|(?:不用|不要)(?:再)?(?:[\u3400-\u9fff]|担心|纠结|糾結|操心|理会|拖延|着急|在意|客气|麻烦)(?:了|它)?"
-    r"(?=[，。；、,.;！？!?）)*]|$)"
-    r"|不用额外|不要有|不[用要](?:我|你)|不要误导|(?:如果|假如|要是)不[用要]|[你您]的选择"
-    # how to click through a console ("不要勾任何东西", "不用一个个截"): a step for the user, no option declined
-    r"|(?:不用|不要)(?:再)?(?:一个个|一一)?(?:勾|填|点|截|按|拖|输入)"
-    r"|\b(?:can|could|to|may|might|will|must|should|let [\w/]+) choose\b|\bchooses\b|\bchoose (?:from|between)\b"
-    r"|\bswitch(?:ed|ing)? gears\b", re.I)
-# Not a sentence anyone decided in: a heading (also a bold line), a table row, or data (a JSON list of asks
-# pasted back).
-_NOT_PROSE = re.compile(r"^#|^\*\*[^*]+\*\*[:：]?$|\s\|\s|^[\"',\]\[{}]|\"\s*,\s*\"")
-_UNITS = re.compile(r"[\u3400-\u9fff]|[^\W\d_\u3400-\u9fff]{2,}")  # a CJK character or a word in any other script
-_CODE_SPAN = re.compile(r"`[^`\n]*`")
-
-
-def _chooses(text: str) -> bool:
-    rest = _NOT_A_CHOICE.sub(" ", text)
-    return bool(_DECISION.search(rest) or _RECOMMEND.search(rest) or _DECISION_OTHER.search(rest) or _reasoned(rest)
-                or _CORRECTION.match(rest))
-
-
-def _firm(choice: str) -> bool:
-    prose = _CODE_SPAN.sub("`…`", choice)  # "Best shape: `X | None`" is no table row
-    # A question asked mid-sentence chooses only if its answer follows ("要不要納入 X?— 我傾向納入");
-    # "Why did you choose EKS over Kubernetes?" asks.
-    if _NOT_PROSE.search(prose) or not _chooses(re.split(r"[?？]", prose)[-1]):
-        return False
-    if len(_UNITS.findall(choice)) < 3:  # a label ("Recommended Shape"), not a sentence
-        return False
-    # Hedges count in the choice itself, not in its reason ("use X, because Y might time out").
-    return not _TENTATIVE.search(_RATIONALE.sub("", choice)) and (
-        not _LEAD_IN.search(choice) or bool(_ADOPTED.search(choice)))
-
-
-#: The most decisions a note lists; a long session has more candidates, so the firmest are kept.
-MAX_DECISIONS = 12
-#: ... from each of this many stretches of the session in turn (``_strongest``).
-SPREAD = 4
-# A choice that names its verb (decided, switched to, went with, 决定, 改用): firmer than one that only contrasts.
-_STRONG = re.compile(
-    r"\b(?:decided|decide to|chose|opted|went with|going with|picked|switch(?:ed|ing)? to|we'?ll use|let'?s use"
-    r"|recommend\w*)\b|决定|改用|采用|采纳|(?<!替)换成|选用|建议|建議|推荐", re.I)
-
-
-def _strongest(decisions: list[Decision], limit: int = MAX_DECISIONS) -> list[Decision]:
-    """At most ``limit`` decisions, in session order: a named choice verb, a reason and a rejected option each
-    make a decision firmer; among equals the earlier stays (the first statement of a choice is its source)."""
-    if len(decisions) <= limit:
-        return decisions
-    score = {id(d): 2 * bool(_STRONG.search(d.choice)) + bool(d.rationale) + bool(d.rejected) for d in decisions}
-    # A long session decides all along: each quarter of the candidates (in session order) gives its firmest in
-    # turn, so the choices made late (hosting, deployment) are not all cut for the early ones.
-    quarters = [sorted(decisions[i * len(decisions) // SPREAD:(i + 1) * len(decisions) // SPREAD],
-                       key=lambda d: -score[id(d)]) for i in range(SPREAD)]
-    keep: set[int] = set()
-    while len(keep) < limit:
-        for q in quarters:
-            if q and len(keep) < limit:
-                keep.add(id(q.pop(0)))
-    return [d for d in decisions if id(d) in keep]
-
-
-def _plain(d: Decision) -> Decision:
-    """Without Markdown bold and heading marks; a sentence split inside **bold** leaves half a pair."""
-    choice = " ".join(_MARKUP.sub("", d.choice).split())
-    return d if choice == d.choice else d.model_copy(update={"choice": choice})
-
 
 _LABELS = {
     "en": {"files": "Files changed: ", "continued": "Continued work", "none": "(no request recorded)",
@@ -268,24 +122,54 @@ _PROJECT_DIRS = ("src", "code", "projects", "repos", "git", "dev", "work", "work
 # --------------------------------------------------------------------------- asks
 
 
-def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
 @lru_cache(maxsize=4096)  # the same asks are trimmed for the goal, each phase, topic splits and open items
 def _trim_ask(text: str, limit: int = MAX_ASK, lang: str | None = None) -> str:
+    text = _HARNESS_TAG.sub(" ", text)
     if lang is not None and not re.search(r"[^\W\d_]{2,}", typed_prose(text)):
         return _pasted(text, lang)
-    prose = " ".join(_prose(text).split())
+    lines = _prose(text).splitlines()
+    prose = " ".join(" ".join(lines).split())
     if len(prose) <= limit:
         return prose
+    if lines and _HEADING.match(lines[0]):  # a pasted document ("# PolyDot — Build Specification"): its title
+        return _clip(unmark(lines[0]), limit)
     out = ""
-    for s in _sentences(prose)[:2]:  # one or two sentences, when they fit
+    sentences = [part for x in _sentences(prose) for part in re.split(r"(?<=…)\s+", x) if part]
+    # "Let me give you the full context…" announces the task and states none of it: the sentences after it do
+    sentences = [x for x in sentences if not _ANNOUNCES.match(x)] or sentences
+    for s in sentences[:2]:  # one or two sentences, when they fit
         if len(out) + len(s) + 1 > limit:
             break
         out = f"{out} {s}".strip()
     return out or _clip(prose, limit)
+
+
+#: What the harness adds to a user's message (Claude Code's note of the file open in the IDE, a system reminder): not
+#: the user's words, and no title for what was asked.
+_HARNESS_TAG = re.compile(r"<(ide_opened_file|ide_selection|ide_diagnostics|system-reminder)>.*?(?:</\1>|\Z)", re.S)
+#: An ask that sets no task: a greeting, "what model are you", a command typed into the chat ("setx OLLAMA_API_BASE:").
+#: The goal is the first ask that is none of these, and a greeting before a request is no part of it.
+_SMALL_TALK = re.compile(
+    r"^(?:hi|hey|hello|hola|olá|ola|oi|bonjour|hallo|привет|merhaba|selam|你好|您好|嗨|哈喽)(?:\s+\w+)?[\s!！,，.。~]*$"
+    r"|^(?:你是(?:什么|哪个)模型|你是谁|what model are you|who are you)[\s?？!！]*$", re.I)
+_COMMAND_ASK = re.compile(r"^(?:setx|export|set|cd|ls|dir|npm|npx|pnpm|yarn|pip3?|python3?|node|git|docker|curl|wget|sudo"
+                          r"|apt(?:-get)?|brew|make|cargo|mvn|gradle)(?:\s+\S+){1,2}$")
+_ANNOUNCES = re.compile(r"^(?:(?:so |ok(?:ay)?,? )?(?:let me|I'll|I will|I want to|I'd like to) (?:give|share|provide|explain"
+                        r"|describe|paste)|here(?:'s| is| are)|below (?:is|are))\b[^.!?\n]{0,60}\b(?:context|background|details"
+                        r"|overview|situation|setup|everything)\b[^.!?\n]{0,40}$", re.I)
+_GREETING_LEAD = re.compile(r"^(?:hi|hey|hello|hola|olá|oi|bonjour|你好|您好)\b[^.!?。！？\n]{0,40}[.!?。！？,，]\s*", re.I)
+
+
+def _sets_no_task(ask: str) -> bool:
+    return not ask or bool(_SMALL_TALK.match(ask) or _COMMAND_ASK.match(ask))
+
+
+def _goal(asks: Sequence[str]) -> str | None:
+    """The first ask that sets a task (else the first ask), without a greeting before it."""
+    if not asks:
+        return None
+    ask = next((a for a in asks if not _sets_no_task(a)), asks[0])
+    return _GREETING_LEAD.sub("", ask) or ask
 
 
 # A shell prompt and the command typed after it ("C:\\proj>mvn clean install", "$ npm test"); "cd" is not the ask.
@@ -313,86 +197,10 @@ def _pasted(text: str, lang: str) -> str:
 def user_asks(messages: Sequence[Message], lang: str | None = None) -> list[str]:
     """What the user asked, in order: verbatim prose, trimmed to one or two sentences (≤ 300 chars).
 
-    With ``lang``, an ask that is only pasted output becomes a labelled one-line excerpt (``_pasted``).
+    With ``lang``, an ask that is only pasted output becomes a labelled one-line excerpt (``_pasted``). An ask that
+    is only what the harness added (the file open in the IDE) says nothing and is left out.
     """
-    return [_trim_ask(m.content, lang=lang) for m in _live(messages) if _kind(m) == "ask"]
-
-
-# --------------------------------------------------------------------------- decisions
-
-#: One RE2 pass tells most replies apart from those that may choose (the ``re`` alternations above cost a
-#: scan per position, and most replies choose nothing); a maybe still goes through the ``re`` checks below.
-_MAY_CHOOSE = Screen([_DECISION])
-_MAY_CHOOSE_OR_RECOMMEND = Screen([_DECISION, _RECOMMEND, _DECISION_OTHER, _REASON])
-
-
-#: A heading (or a bold line) and the first line under it.
-_HEADING_THEN_LINE = re.compile(
-    r"^(?:#{1,6}[ \t]+(?P<h>[^\n]+)|\*\*(?P<b>[^*\n]+)\*\*[:：]?)[ \t]*\n(?:[ \t]*\n)?(?P<body>[^\s#|>`-][^\n]*)", re.M)
-#: A heading that only announces a choice ("## 我的最终推荐（…）", "## Decision", "**Recommended Shape**"): what was
-#: chosen is the line under it. A heading that states the choice itself ("用 AST 不用行数") is left alone.
-_ANNOUNCING = re.compile(r"(?:\b(?:decision|recommendation|verdict|recommended \w+|chosen \w+)|推荐|推薦|决定|決定|结论"
-                         r"|結論|建议|建議|选择|選擇)\W*$", re.I)
-_ASIDE = re.compile(r"[（(][^）)\n]*[）)]")
-
-
-def _headings_joined(text: str) -> str:
-    """``text`` with each announcing heading and the line under it as one sentence ("我的最终推荐：技术栈：方案 C …")."""
-    def join(m: re.Match[str]) -> str:
-        head = (m.group("h") or m.group("b")).strip().rstrip(":：* ")
-        if not _ANNOUNCING.search(_ASIDE.sub("", head).replace("*", "")):
-            return m.group(0)
-        return f"{head}：{_LIST_MARK.sub('', m.group('body').lstrip('*'))}"
-    return _HEADING_THEN_LINE.sub(join, text) if "\n" in text else text
-
-
-def decision_candidates(messages: Sequence[Message], *, recommendations: bool = False) -> list[Decision]:
-    """Sentences with explicit choice language (English and Chinese), with rejected options and evidence.
-
-    With ``recommendations``, a review's recommendations count as well (``_RECOMMEND``).
-    """
-    out: dict[str, Decision] = {}
-    screen = _MAY_CHOOSE_OR_RECOMMEND if recommendations else _MAY_CHOOSE
-
-    def chooses(text: str) -> bool:  # one sentence of a reply that may choose: screened again, on its own
-        return screen.may_match(text) and bool(_DECISION.search(text) or (recommendations and (
-            _RECOMMEND.search(text) or _DECISION_OTHER.search(text) or _reasoned(text))))
-
-    def may_choose(text: str) -> bool:  # the whole reply: any sentence of it may be the reasoned one
-        if not screen.may_match(text):
-            return False
-        return bool(_DECISION.search(text) or (recommendations and (
-            _RECOMMEND.search(text) or _DECISION_OTHER.search(text) or _REASON.search(text))))
-
-    for m in _live(messages):
-        if m.role not in ("user", "assistant") or (m.role == "user" and _kind(m) != "ask"):
-            continue
-        if m.role == "assistant" and not may_choose(m.content):
-            continue  # one scan of the reply instead of one per sentence: most replies choose nothing
-        for sentence in _sentences(_prose(m.content) if m.role == "user" else _headings_joined(m.content)):
-            correction = m.role == "user" and _CORRECTION.match(sentence)
-            if sentence.endswith(("?", "？")) or not (correction or chooses(sentence)):
-                continue
-            rejected: list[str] = []
-            for pattern in _REJECTED:
-                for hit in pattern.finditer(sentence):
-                    # "instead of X because ..." / "over X for the cache": the option ends at the reason
-                    option = _OPTION_END.split(hit.group(1), maxsplit=1)[0].replace("**", "")
-                    option = option.strip(" `'\"的")
-                    if option.count("`") % 2:  # cut inside a code span ("装 `claude-mem`"): no half a pair
-                        option = option.replace("`", "")
-                    option = _clip(option, 80)
-                    if option and option not in rejected:
-                        rejected.append(option)
-            why = _RATIONALE.search(sentence)
-            choice = _clip(sentence, 240)
-            out.setdefault(choice, Decision(
-                choice=choice,
-                rationale=_clip((why.group(1) or why.group(2)).strip(), 200) if why else "",
-                rejected=tuple(rejected),
-                evidence=f"msg {m.row_id}" if m.row_id is not None else None,
-            ))
-    return list(out.values())
+    return [ask for m in _live(messages) if _kind(m) == "ask" and (ask := _trim_ask(m.content, lang=lang))]
 
 
 # --------------------------------------------------------------------------- open items
@@ -434,21 +242,48 @@ def _generations(session: Session, chunks: Sequence[Chunk]) -> list[tuple[int, l
 def _split_topics(msgs: list[Message]) -> list[list[Message]]:
     """Cut before an ask that follows an answered ask (see module docstring), then merge the
     smallest neighbours until the count fits ``_phase_budget``: a long session keeps phases across
-    its whole length instead of one last phase that swallows every later topic."""
-    segments: list[list[Message]] = [[]]
-    last_ask: int | None = None  # index of the current segment's last ask
+    its whole length instead of one last phase that swallows every later topic.
+
+    The completion words that mark an answered ask are English and Chinese (and a few others); a session
+    held in Turkish or Spanish, or one whose replies end on a question each time, has none, and its asks
+    all fell into one phase. So a phase holding more than ``ASKS_PER_PHASE`` asks, while the generation
+    has fewer phases than one per ``ASKS_PER_PHASE`` asks, is cut again before an ask whose predecessor got
+    any answer (a reply or tool work), where the words of the asks around it change most (``_weak_cut``).
+    """
+    # One unit per ask: the ask and what follows it (what precedes the first ask rides with it).
+    units: list[list[Message]] = [[]]
+    has_ask = False
     for m in msgs:
-        is_ask = _kind(m) == "ask"
-        current = segments[-1]
-        if is_ask and last_ask is not None:
-            reply = next((x for x in reversed(current[last_ask + 1:]) if x.role == "assistant" and x.content.strip()),
-                         None)
-            if reply is not None and (_mentions_done(reply.content)
-                                      or _QUESTION.search(_trim_ask(current[last_ask].content))):
-                segments.append([])
-        segments[-1].append(m)
-        if is_ask:
-            last_ask = len(segments[-1]) - 1
+        if _kind(m) == "ask":
+            if has_ask:
+                units.append([])
+            has_ask = True
+        units[-1].append(m)
+    strong: list[bool] = [False]  # strong[k]: cut before unit k on a completion word or an answered question
+    answered: list[bool] = [False]  # answered[k]: unit k-1 got some answer
+    for prev in units[:-1]:
+        ask = next((x for x in prev if _kind(x) == "ask"), None)
+        tail = prev[prev.index(ask) + 1:] if ask is not None else prev
+        reply = next((x for x in reversed(tail) if x.role == "assistant" and x.content.strip()), None)
+        strong.append(reply is not None and ask is not None and (
+            _mentions_done(reply.content) or bool(_QUESTION.search(_trim_ask(ask.content)))))
+        answered.append(any(x.role == "assistant" and (x.tool_calls or _has_prose(x.content)) for x in tail))
+    bounds = [k for k in range(1, len(units)) if strong[k]]
+    n_asks = sum(1 for u in units if any(_kind(x) == "ask" for x in u))
+    target = min(_phase_budget(n_asks), -(-n_asks // ASKS_PER_PHASE))
+    words: list[set[str]] | None = None
+    while len(bounds) + 1 < target:
+        edges = [0, *bounds, len(units)]
+        lo, hi = max(pairwise(edges), key=lambda e: e[1] - e[0])
+        if hi - lo <= ASKS_PER_PHASE:
+            break
+        words = words if words is not None else [_topic_words(u) for u in units]
+        cut = _weak_cut(range(lo + 1, hi), lo, hi, answered, words)
+        if cut is None:
+            break
+        bounds = sorted([*bounds, cut])
+    edges = [0, *bounds, len(units)]
+    segments = [[m for u in units[a:b] for m in u] for a, b in pairwise(edges)]
     segments = [s for s in segments if s]
     asks = [sum(_kind(m) == "ask" for m in s) for s in segments]
     budget = _phase_budget(sum(asks))
@@ -458,6 +293,39 @@ def _split_topics(msgs: list[Message]) -> list[list[Message]]:
         segments[i:i + 2] = [segments[i] + segments[i + 1]]
         asks[i:i + 2] = [asks[i] + asks[i + 1]]
     return segments
+
+
+#: A word of a topic: four letters or more in any script, or two CJK characters in a row.
+_TOPIC_WORD = re.compile(r"[^\W\d_]{4,}")
+_CJK_RUN = re.compile(r"[\u3400-\u9fff]{2,}")
+
+
+def _topic_words(unit: list[Message]) -> set[str]:
+    """What an ask is about: its words, and the names of the files the work after it touched."""
+    ask = next((m for m in unit if _kind(m) == "ask"), None)
+    text = _prose(ask.content).lower() if ask is not None else ""
+    found = {w for w in _TOPIC_WORD.findall(text) if not _CJK_RUN.fullmatch(w)}
+    for run in _CJK_RUN.findall(text):
+        found.update(run[i:i + 2] for i in range(len(run) - 1))
+    found.update(posixpath.basename(t.path) for t in file_touches(unit, None) if t.action != "read")
+    return found
+
+
+def _weak_cut(candidates: range, lo: int, hi: int, answered: list[bool], words: list[set[str]]) -> int | None:
+    """The unit in ``candidates`` before which the topic changes most: the fewest words shared by the two
+    asks before it and the two from it on, with a lean to the middle (a cut that leaves one ask on one
+    side and the rest on the other hides as much as no cut)."""
+    best: tuple[float, int] | None = None
+    for k in candidates:
+        if not answered[k]:
+            continue
+        before = set().union(*words[max(lo, k - 2):k])
+        after = set().union(*words[k:min(hi, k + 2)])
+        shared = len(before & after) / len(before | after) if before | after else 0.0
+        score = shared + 0.5 * abs((k - lo) - (hi - k)) / (hi - lo)
+        if best is None or score < best[0]:
+            best = (score, k)
+    return best[1] if best else None
 
 
 def _phase_budget(n_asks: int) -> int:
@@ -488,7 +356,7 @@ def _title(text: str, limit: int = 80) -> str:
         # A numbered list: its first item is the title ("1. **Update the model**" must not be titled "1").
         text = _NEXT_ITEM.split(_LIST_MARK.sub("", text), maxsplit=1)[0]
     text = _ACK_PREFIX.sub("", " ".join(text.split()))
-    text = " ".join((_MARKUP.sub("", text) or text).split())
+    text = unmark(text) or " ".join(text.split())
     sentences = _sentences(text) or [text]
     # A stub before the first full stop ("e.g.", "v2.") is no title on its own.
     stub = sentences[0].endswith(".") and " " not in sentences[0]
@@ -509,7 +377,7 @@ def _done_text(msgs: list[Message], cwd: str | None, lang: str) -> str:
     said: list[str] = []
     if replies:
         # A reply's Markdown headings and bold marks would read as escaped noise in the note ("\\## **Done**").
-        sentences = [(s.startswith("#"), " ".join(_MARKUP.sub("", s).split()))
+        sentences = [(s.startswith("#"), unmark(s))
                      for s in _sentences(replies[-1].content)]
         said = [s for heading, s in sentences
                 if not heading and len(s) >= 12 and (_ACTION.search(s) or _DONE.search(s))][:2]
@@ -517,7 +385,7 @@ def _done_text(msgs: list[Message], cwd: str | None, lang: str) -> str:
         # What the agent said it changed ("I removed the interruptionQueue setting", "改用 AuthService.userLogin()"):
         # a long phase's last reply often says only "done", while the substance was reported earlier, and
         # a reply that does report its changes lists them after a lead-in sentence.
-        earlier = [" ".join(_MARKUP.sub("", s).split()) for r in _replies(msgs)
+        earlier = [unmark(s) for r in _replies(msgs)
                    for s in _sentences(r.content)
                    if not s.startswith("#") and 16 <= len(s) <= 240 and s.count("`") % 2 == 0
                    and _CHANGE_REPORT.search(s) and not _ADVICE_OR_PLAN.search(s)]
@@ -588,7 +456,7 @@ def _names_nothing(ask: str) -> bool:
 def _phase_title(asks: Sequence[str], segment: Sequence[Message]) -> str:
     """The first ask that names something; when every ask only points ("这样了", "是这样吗": a user sending
     screenshots), the first heading of the replies, which says what the step was; else the first ask."""
-    named = next((a for a in asks if not _names_nothing(a)), None)
+    named = next((a for a in asks if not _names_nothing(a) and not _sets_no_task(a)), None)
     if named is None:
         heading = next((h for r in _replies(list(segment)) for h in _HEADING.findall(r.content)
                         if not _names_nothing(_MARKUP.sub("", h))), None)
@@ -657,7 +525,7 @@ def summarise_extractive(
     """Fill the ``SessionSummary`` structure from the transcript alone."""
     lang = lang or facts.language
     asks = user_asks(session.messages, lang)
-    goal = asks[0] if asks else _checkpoint_goal(session, chunks) or session.title
+    goal = _goal(asks) or _checkpoint_goal(session, chunks) or session.title
     goal = goal or _LABELS.get(lang, _LABELS["en"])["none"]
     end = judge_end_state(session, facts)
     root = work_root(session)  # the cwd, else the root the session's files imply (read once)
@@ -670,8 +538,7 @@ def summarise_extractive(
         title=_clip(session.title, 80) if session.title else _title(goal),
         goal=goal,
         phases=tuple(phases),
-        decisions=tuple(_strongest([_plain(d) for d in decision_candidates(session.messages, recommendations=True)
-                                    if _firm(d.choice)])),
+        decisions=tuple(key_decisions(session.messages)),
         output_files=tuple(facts.output_files),
         open_items=tuple(open_items(session)),
         errors=tuple(Problem(error=e) for e in facts.errors[:NOTE_ERRORS_MAX]),
