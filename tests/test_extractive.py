@@ -648,3 +648,18 @@ def test_a_claim_after_a_code_change_nothing_ran_on_is_unknown() -> None:
     # docs and configs are checked by reading them: the claim stands, as the user closing the work does
     assert end(ask, *_tool("d", "patch", path="README.md", old_string="a", new_string="b"), claim) == "resolved"
     assert end(ask, *edit, claim, u("thanks, that's all")) == "resolved"
+
+
+def test_a_failure_word_that_names_a_condition_reports_no_failure() -> None:
+    """Class seen on an unseen Cursor export: a change list "回退逻辑 | 查询失败时回退到本地库" (falls back when the
+    query fails) read as "the final reply says it could not be done", on a push the user had asked for and got."""
+    for text in ("已完成。回退逻辑：向量库查询失败时回退到本地库。", "已完成：远程库连接失败的话使用缓存。",
+                 "Done: the client now retries if the upload cannot reach the bucket.",
+                 "Fixed. The worker falls back to polling when the socket can't connect."):
+        assert _verdict(u("add the fallback"), a(text)).state == "resolved", text
+    # a failure the sentence reports as an event, or past a conjunction, still counts
+    for text in ("When I ran the build, it couldn't find the module.", "I checked if the port was free but couldn't bind it.",
+                 "Done with the config, but the deploy failed to start.", "构建失败，无法启动。"):
+        assert _verdict(u("deploy it"), a(text)).state != "resolved", text
+    # "当前" (current) is no condition
+    assert _verdict(u("部署"), a("已更新配置。当前构建失败。")).state != "resolved"

@@ -238,10 +238,35 @@ _MAY_HAVE_FAILED = Screen([_FAILED])
 
 
 def _says_failed(text: str) -> bool:
-    """Failure wording outside conditionals: "If anything still fails, tell me" offers help, it reports nothing."""
+    """Failure wording outside conditionals: "If anything still fails, tell me" offers help, it reports nothing;
+    nor does a failure the sentence only names as a condition ("falls back to Chroma when pgvector 失败时")."""
     if not _MAY_HAVE_FAILED.may_match(text) or not _FAILED.search(text):
         return False
-    return any(_FAILED.search(s) and not _IF.match(s) for s in _sentences(text))
+    return any(not _IF.match(s) and any(not _conditional(s, m) for m in _FAILED.finditer(s)) for s in _sentences(text))
+
+
+# A failure word that names a condition the work handles, not an outcome: "回退逻辑：pgvector 失败时回退到 Chroma",
+# "retries if the upload cannot reach S3", "whenever the socket is unable to connect". Chinese marks the clause
+# after the word (失败时, 失败的话, 失败则) or before it (如果/一旦/万一 … 失败; never 当, which is also 当前); English by a subordinator a few words
+# before it, in the same clause. "When I ran it, it couldn't find X" tells of an event: only a present-tense
+# failure word ("can't", "cannot", "is unable to", "doesn't work") is a condition after "when".
+_COND_AFTER = re.compile(r"[^\S\n]*(?:时|的时候|时候|的话|则)")
+# The clause after the subordinator: no punctuation and no conjunction that opens a new one ("I checked if the
+# server was up but couldn't connect" reports a failure).
+_CLAUSE = r"(?:(?!\b(?:but|and|so|then|however|though|yet)\b)[^,;:.!?，；：。！？\n]){0,60}$"
+_COND_BEFORE = re.compile(r"(?:\b(?:if|whenever|in case|unless)\b|如果|若是?|假如|要是|万一|一旦)" + _CLAUSE, re.I)
+_WHEN_BEFORE = re.compile(r"\bwhen\b" + _CLAUSE, re.I)
+_PRESENT_FAILURE = re.compile(r"can[’']?t|cannot|unable to|doesn[’']?t work|无法|失败", re.I)
+
+
+def _conditional(sentence: str, m: re.Match[str]) -> bool:
+    """The failure word ``m`` sits in a condition of ``sentence`` (see ``_COND_AFTER``, ``_COND_BEFORE``)."""
+    if _COND_AFTER.match(sentence, m.end()):
+        return True
+    lo = max(0, m.start() - 80)  # a bounded look back: linear however long the sentence
+    if _COND_BEFORE.search(sentence, lo, m.start()):
+        return True
+    return bool(_WHEN_BEFORE.search(sentence, lo, m.start()) and _PRESENT_FAILURE.fullmatch(m.group(0)))
 
 
 def _done_word(text: str) -> bool:
