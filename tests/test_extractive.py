@@ -663,3 +663,13 @@ def test_a_failure_word_that_names_a_condition_reports_no_failure() -> None:
         assert _verdict(u("deploy it"), a(text)).state != "resolved", text
     # "当前" (current) is no condition
     assert _verdict(u("部署"), a("已更新配置。当前构建失败。")).state != "resolved"
+
+
+def test_chinese_claims_say_pushed_merged_implemented_and_resolved_as_english_does() -> None:
+    """English claims "pushed", "merged", "implemented", "resolved"; the Chinese replies of an unseen Cursor export
+    said "代码已推送到远程仓库" after a push whose output showed the new commit, and claimed nothing."""
+    for text in ("## ✅ 代码已推送到远程仓库！", "分支已经合并到 main。", "登录限流已实现。", "问题已解决。", "推送成功。"):
+        assert _verdict(u("提交并推送"), a(text)).state == "resolved", text
+    # negated or pending, they claim nothing
+    for text in ("代码还没有推送成功。", "合并后会推送到远程仓库。", "推送尚未完成。"):
+        assert _verdict(u("提交并推送"), a(text)).state != "resolved", text
