@@ -673,3 +673,21 @@ def test_chinese_claims_say_pushed_merged_implemented_and_resolved_as_english_do
     # negated or pending, they claim nothing
     for text in ("代码还没有推送成功。", "合并后会推送到远程仓库。", "推送尚未完成。"):
         assert _verdict(u("提交并推送"), a(text)).state != "resolved", text
+
+
+def test_a_tool_notice_in_the_users_role_is_no_ask_and_not_typed() -> None:
+    """VS Code Copilot posts a finished terminal's output as a user message ("[Terminal <id> notification: command
+    completed …] Terminal output: …", English); so does Hermes for a background process. In an unseen Chinese
+    export five such notices made the session English and the last of them was taken for the user's last ask."""
+    from pipeline.facts.turns import _kind, typed_by_user
+
+    notices = ("[Terminal 3ad710f5-ec4c-486e-8461-5d5bf1ebc23f notification: command completed with exit code 1. The "
+               "terminal has been cleaned up.]\nTerminal output:\n$ make build\nfatal error: missing dependency file",
+               "[IMPORTANT: Background process proc_4c26c00fbcf7 completed (exit code -15).\nCommand: npm run dev\n"
+               "Output:\n]")
+    for text in notices:
+        assert _kind(u(text)) is None and not typed_by_user(u(text)), text[:30]
+    s = sess(u("修复插件的构建"), a("已修复构建脚本。"), u(notices[0]), a("我先清理构建目录，再重新构建。"))
+    assert derive_facts(s).language == "zh"
+    # the last ask is still the user's own, and a user who writes "[Terminal" about a terminal is still asking
+    assert _kind(u("[Terminal] output is garbled after the update, fix the encoding")) == "ask"

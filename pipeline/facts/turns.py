@@ -33,6 +33,13 @@ _HARNESS = (
     "<user_instructions>", "<task-notification>", "<bash-input>", "<bash-stdout>", "# AGENTS.md instructions",
     "Caveat: The messages below", "This session is being continued from a previous conversation",
 )
+# A notice the harness posts in the user's role about a tool the agent started: VS Code Copilot's "[Terminal 3ad7…
+# notification: command completed with exit code 1. …] Terminal output: …", Hermes's "[IMPORTANT: Background process
+# proc_4c26… completed (exit code -15). Command: … Output: …]" and "[ASYNC DELEGATION BATCH COMPLETE …". It is a
+# tool result, not a turn: it stays in the live transcript (its output is evidence) but it is no ask, and it is
+# not what the user typed.
+_NOTICE = re.compile(r"\[(?:Terminal [0-9a-f][0-9a-f-]{7,} notification:|IMPORTANT: (?:Background process|\d+ background "
+                     r"processes)\b|ASYNC DELEGATION\b)", re.I)
 # What an agent's harness writes into the transcript when the run is cut short: usage and rate limits,
 # API and connection errors, a user interrupt. Short lines, never a reply or an ask (see ``harness_error``).
 _HARNESS_ERROR = re.compile(
@@ -133,9 +140,9 @@ def _harness_text(content: str) -> bool:
 
 def typed_by_user(msg: Message) -> bool:
     """A user-role message the person typed: not a carrier, harness scaffolding (compaction summaries,
-    task notifications, command echoes, injected instructions) or a harness error line."""
+    task notifications, command echoes, injected instructions), an IDE's tool notice or a harness error line."""
     return (msg.role == "user" and not msg.is_carrier and not harness_error(msg)
-            and not msg.content.lstrip().startswith(_HARNESS))
+            and not msg.content.lstrip().startswith(_HARNESS) and not _NOTICE.match(msg.content.lstrip()))
 
 
 def _kind(msg: Message) -> str | None:
@@ -148,7 +155,7 @@ def _kind(msg: Message) -> str | None:
 @lru_cache(maxsize=512)
 def _text_kind(text: str) -> str | None:
     # Cached: the same user text is classified by every helper; small, since turns repeat within a session.
-    if not text or text.startswith(_HARNESS) or _SLASH.match(text):
+    if not text or text.startswith(_HARNESS) or _SLASH.match(text) or _NOTICE.match(text):
         return None
     if _is_ack(text) or _is_thanks(text):
         return "ack"
