@@ -691,3 +691,12 @@ def test_a_tool_notice_in_the_users_role_is_no_ask_and_not_typed() -> None:
     assert derive_facts(s).language == "zh"
     # the last ask is still the user's own, and a user who writes "[Terminal" about a terminal is still asking
     assert _kind(u("[Terminal] output is garbled after the update, fix the encoding")) == "ask"
+
+
+def test_a_chinese_reply_that_announces_its_next_step_stopped_mid_work() -> None:
+    """"我先清理构建目录，再重新执行构建脚本。" ends an unseen Copilot export: the Chinese of "First I'll…"."""
+    for text in ("我先在 WSL 里清理构建目录，再重新执行 `build.sh`。", "我马上检查日志。", "我们接着修改配置文件。"):
+        v = _verdict(u("修复构建"), a("构建脚本已更新。"), a(text))
+        assert v.state == "unresolved" and "mid-work" in v.reason, text
+    # a reply that only mentions what was done first is a report, not an announcement
+    assert _verdict(u("修复构建"), a("已修复：先清理了构建目录，再重新构建，构建通过。")).state == "resolved"

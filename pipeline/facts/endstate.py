@@ -83,7 +83,9 @@ _NEXT_STEP = re.compile(
     r"^(?:(?:alright|all right|ok(?:ay)?|now|next|so|then|first)[,\s]+)*(?:let me(?! know)|let[’']s|i[’']m going to|"
     r"i am going to|(?:i|we)(?:[’']ll| will) (?:now|next|start|begin|proceed|go ahead|run|check|look|update|fix|add|"
     r"create|write|read|apply|edit|modify|implement|commit|push|test|try|investigate|search|open|install|remove|"
-    r"delete|continue))\b|^(?:现在|接下来|下面|然后|首先)?[，,]?(?:让我|我来|我将|我们来|让我们)", re.I)
+    r"delete|continue))\b|^(?:现在|接下来|下面|然后|首先)?[，,]?(?:让我|我来|我将|我们来|让我们"
+    # "我先清理构建目录，再重新构建" (I'll first…), "我马上/这就/接着…": the Chinese of "first I'll", "I'll now"
+    r"|(?:我|我们)(?:先|马上|这就|接着))", re.I)
 # A request for an answer rather than for work: its deliverable is the reply itself.
 _INFO_ASK = re.compile(
     r"\b(?:explain|summari[sz]e|describe|tell me|show me|list|output|print|direct me|point me|what|why|how|which"
