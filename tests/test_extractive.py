@@ -700,3 +700,16 @@ def test_a_chinese_reply_that_announces_its_next_step_stopped_mid_work() -> None
         assert v.state == "unresolved" and "mid-work" in v.reason, text
     # a reply that only mentions what was done first is a report, not an announcement
     assert _verdict(u("修复构建"), a("已修复：先清理了构建目录，再重新构建，构建通过。")).state == "resolved"
+
+
+def test_a_request_for_steps_is_answered_by_the_steps() -> None:
+    """"give me steps to do this <the app's message>" asks for instructions, delivered in the reply (an unseen
+    Codex session read unknown after answering it with the commands to run)."""
+    steps = "Run these:\n\n```bash\ncli config set --url devnet\ncli create-account MINT\n```\n\nThen retry the deposit."
+    for ask in ("give me steps to do this Your account has no token account for this mint. Create it first.",
+                "walk me through setting up the devnet wallet", "给我配置钱包的具体步骤"):
+        v = _verdict(u("add the deposit button"), a("Added the deposit button; the build passes."), u(ask), a(steps))
+        assert v.state == "resolved" and "answers" in v.reason, ask
+    # still not when the reply sets out to change files, or the ask reports a failure
+    assert _verdict(u("give me the steps and apply them"), *_write("w", "src/wallet.ts"), a(steps)).state != "resolved"
+    assert _verdict(u("give me steps to fix this error: deposit fails"), a(steps)).state != "resolved"

@@ -89,7 +89,10 @@ _NEXT_STEP = re.compile(
 # A request for an answer rather than for work: its deliverable is the reply itself.
 _INFO_ASK = re.compile(
     r"\b(?:explain|summari[sz]e|describe|tell me|show me|list|output|print|direct me|point me|what|why|how|which"
-    r"|where|when|who)\b|解释|說明|说明|总结|總結|介绍|介紹|分析|输出|輸出|列出|告诉我|告訴我|是什么|是什麼|为什么|為什麼"
+    r"|where|when|who|walk me through"
+    # "give me steps to do this …", "give me the exact commands": instructions, delivered in the reply
+    r"|give me (?:the |some |a |an )?(?:exact |detailed |clear |quick |short )?(?:steps|instructions|commands"
+    r"|walkthrough|guide|overview|summary|rundown|breakdown|explanation))\b|给我[^，。！？\n]{0,10}步骤|解释|說明|说明|总结|總結|介绍|介紹|分析|输出|輸出|列出|告诉我|告訴我|是什么|是什麼|为什么|為什麼"
     r"|怎么|怎麼|如何|吗|嗎|是否|有没有|呢[？?]?$|[?？]\s*$", re.I)
 # Work asked for politely as a question ("can you add tests?", "高度可以调整小一些吗").
 _WORK_REQUEST = re.compile(r"\b(?:can|could|would|will) you\b(?!\s+(?:explain|tell|show|describe|summari[sz]e|list))"
