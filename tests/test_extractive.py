@@ -713,3 +713,17 @@ def test_a_request_for_steps_is_answered_by_the_steps() -> None:
     # still not when the reply sets out to change files, or the ask reports a failure
     assert _verdict(u("give me the steps and apply them"), *_write("w", "src/wallet.ts"), a(steps)).state != "resolved"
     assert _verdict(u("give me steps to fix this error: deposit fails"), a(steps)).state != "resolved"
+
+
+def test_a_request_for_a_text_is_answered_by_the_text() -> None:
+    """"Please write a commit message for these changes" asks for prose the reply delivers, politely or not
+    (a dev Copilot session and a trajectory's "Say '…' and nothing else" read unknown)."""
+    msg = "```\nrefactor: move the undo module under src/undo\n\n- update import paths\n```"
+    for ask in ("Please write a commit message for that and the recent changes.", "draft the PR description",
+                "Say 'Hello from the smoke test!' and nothing else.", "帮我写一个提交信息"):
+        v = _verdict(u("move the undo module"), a("Moved it. Done."), u(ask), a(msg))
+        assert v.state == "resolved" and "text" in v.reason, ask
+    # prose that is part of the code is work; so is a text written into a file
+    assert _verdict(u("please write a better error message for the parser"), a("```python\nraise ParseError(...)\n```")
+                    ).state != "resolved"
+    assert _verdict(u("write the release notes"), *_write("w", "docs/RELEASE.md"), a("Wrote them.")).state != "resolved"

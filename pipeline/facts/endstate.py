@@ -26,10 +26,11 @@ The judgement is about the *last turn*: the last ask, or a later ack that hands 
   with no failure wording; but **unknown** if a tool failure is still unfixed, since the claim
   and the evidence disagree.
 * **unresolved**: the final reply ends on a question to the user, who never answered or closed.
-* **resolved**: the user closed the work, or the last turn was a question or a request for
-  information (not a request for work, not a problem report such as "why does the build fail?",
-  which only a fix answers) and the agent answered it without changing a file or announcing
-  further work.
+* **resolved**: the user closed the work, or the last turn was a question, a request for
+  information or instructions ("give me steps to …"), or for a text the reply delivers ("write a
+  commit message for these changes"), not a request for work nor a problem report such as "why
+  does the build fail?", which only a fix answers, and the agent answered it without changing a
+  file or announcing further work.
 * **unknown**: anything else.
 
 The completion and failure wording (``_DONE``, ``_FAILED``, ``_claims_done``) and the tool signal
@@ -97,6 +98,16 @@ _INFO_ASK = re.compile(
 # Work asked for politely as a question ("can you add tests?", "高度可以调整小一些吗").
 _WORK_REQUEST = re.compile(r"\b(?:can|could|would|will) you\b(?!\s+(?:explain|tell|show|describe|summari[sz]e|list))"
                            r"|^please\b|请你|请帮|帮我|帮忙|麻烦|可以|能否|能不能|可不可以|要不要", re.I)
+# A request for a piece of prose the reply itself delivers ("Please write a commit message for these changes",
+# "draft the PR description", "Say 'hello' and nothing else"): asked politely or not, its deliverable is the reply,
+# as a question's is. Only artefacts that are prose by nature: "write an error message" is work on the code.
+_TEXT_ASK = re.compile(
+    r"\b(?:write|draft|compose|suggest|generate|give me|propose|come up with|prepare)(?: (?:me|us))?"
+    r"(?: (?:a|an|the|some|one|two|three|\d+))?(?: [\w-]+)?(?: [\w-]+)? (?:commit messages?|commit titles?"
+    r"|(?:pr|pull request|merge request) (?:descriptions?|titles?|bod(?:y|ies))|release notes|changelog entr(?:y|ies)"
+    r"|e-?mails?|tweets?|taglines?|slogans?|cover letters?)\b"
+    r"|^(?:say|reply with|respond with|answer with)\b"
+    r"|写(?:一个|一段|一条|个|一下)?(?:提交信息|提交说明|commit ?message|邮件|发布说明)", re.I)
 # A problem report phrased as a question ("why does the build fail?") is answered only by a fix.
 _PROBLEM = re.compile(
     r"\b(?:fail\w*|error\w*|broken|crash\w*|bug|exception|issues?|problems?|not working|doesn'?t work|won'?t)\b"
@@ -343,15 +354,20 @@ def _cut_off(tail: Sequence[Message], final: str) -> bool:
     return text.endswith((":", "：")) or bool(sentences and _NEXT_STEP.search(sentences[-1]))
 
 
-def _answered(ask: str, tail: Sequence[Message]) -> bool:
-    """A question or a request for information (not a problem report, not a request for work),
-    answered without the agent setting out to change anything."""
+def _answered(ask: str, tail: Sequence[Message]) -> str | None:
+    """"question" or "text" when the last ask was a question or a request for information, or a request for a text
+    the reply delivers (``_TEXT_ASK``), not a problem report nor a request for work, and the agent answered it
+    without setting out to change anything; else None."""
     prose = " ".join(_prose(ask).split())
-    if not (prose and _INFO_ASK.search(prose)) or _WORK_REQUEST.search(prose) or _PROBLEM.search(prose):
-        return False
+    text = bool(prose) and _TEXT_ASK.search(prose) is not None
+    if not (text or (prose and _INFO_ASK.search(prose))) or (_WORK_REQUEST.search(prose) and not text) \
+            or _PROBLEM.search(prose):
+        return None
     if any(t.action != "read" for t in file_touches(tail)):
-        return False
-    return not any(_NEXT_STEP.search(x) for m in _replies(tail) for x in _sentences(_prose(m.content)))
+        return None
+    if any(_NEXT_STEP.search(x) for m in _replies(tail) for x in _sentences(_prose(m.content))):
+        return None
+    return "text" if text else "question"
 
 
 # --------------------------------------------------------------------------- the end state
@@ -484,6 +500,9 @@ def _judge(msgs: list[Message]) -> EndVerdict:
         return _verdict("unresolved", "the final reply asks the user something never answered", msgs, at)
     if closed:
         return _verdict("resolved", "the user closed the work", msgs, closer)
-    if last_turn == last_ask and _answered(ask, tail):
+    answer = _answered(ask, tail) if last_turn == last_ask else None
+    if answer == "question":
         return _verdict("resolved", "the last ask was a question and the final reply answers it", msgs, at)
+    if answer == "text":
+        return _verdict("resolved", "the last ask was for a text and the final reply gives it", msgs, at)
     return _verdict("unknown", "no confirmation, check or claim decides it", msgs, at)
