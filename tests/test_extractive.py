@@ -727,3 +727,21 @@ def test_a_request_for_a_text_is_answered_by_the_text() -> None:
     assert _verdict(u("please write a better error message for the parser"), a("```python\nraise ParseError(...)\n```")
                     ).state != "resolved"
     assert _verdict(u("write the release notes"), *_write("w", "docs/RELEASE.md"), a("Wrote them.")).state != "resolved"
+
+
+def test_a_review_of_a_plan_is_answered_by_its_findings() -> None:
+    """A dev Codex session: "Review this implementation plan … potential issues"; the review says what the plan
+    "cannot represent" and read as "the final reply says it could not be done"."""
+    findings = ("**Findings**\n1. The proposed dispatch only supports one non-text input and cannot represent mixed "
+                "inputs.\n2. A placeholder string can't serve as the retrieval payload.\n\n**Recommended Shape**\n"
+                "Keep `content` as meaningful text and store the media reference separately.")
+    ask = "Review this implementation plan for media support. Focus on correctness and potential issues."
+    v = _verdict(u(ask), a(findings))
+    assert v.state == "resolved" and "review" in v.reason
+    assert _verdict(u("评审一下这个缓存方案，看看有什么问题"), a("方案的问题：缓存无法按用户失效。建议加上版本号。")).state == "resolved"
+    # the agent's own failure still counts, and a review that also asks for the work is work
+    assert _verdict(u(ask), a("I couldn't open the plan file, so this is partial.\n\n" + findings)).state != "resolved"
+    assert _verdict(u("Review the migration plan and then implement it."), a(findings)).state != "resolved"
+    # outside a review, the same words still report a failure
+    assert _verdict(u("add media support"), a("Added the fields, but the dispatch cannot represent mixed inputs.")
+                    ).state != "resolved"

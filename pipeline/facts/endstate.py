@@ -19,7 +19,10 @@ The judgement is about the *last turn*: the last ask, or a later ack that hands 
   transcript ends on a tool call or result (unless the last reply already reported the work done),
   inside a code block, on a colon, or on an announcement of the next step ("let me …", "让我…").
 * **failed / unresolved**: the final reply says it could not do it ("couldn't", "still failing",
-  "无法", "não consegui"): failed if a tool failure is still unfixed, unresolved otherwise.
+  "无法", "não consegui"): failed if a tool failure is still unfixed, unresolved otherwise. A
+  failure word that only names a condition ("falls back when the query 失败时") says nothing, and
+  in a review of a plan only the agent's own failure counts ("I couldn't open the spec"): what
+  the review finds the plan cannot do is its answer.
 * **unresolved**: the last ask is a complaint ("still broken", "还是不行") and the final reply
   does not claim a fix.
 * **resolved**: the final reply claims completion ("done", "tests pass", "已修复", "concluído")
@@ -27,10 +30,10 @@ The judgement is about the *last turn*: the last ask, or a later ack that hands 
   and the evidence disagree.
 * **unresolved**: the final reply ends on a question to the user, who never answered or closed.
 * **resolved**: the user closed the work, or the last turn was a question, a request for
-  information or instructions ("give me steps to …"), or for a text the reply delivers ("write a
-  commit message for these changes"), not a request for work nor a problem report such as "why
-  does the build fail?", which only a fix answers, and the agent answered it without changing a
-  file or announcing further work.
+  information or instructions ("give me steps to …"), for a text the reply delivers ("write a
+  commit message for these changes") or for a review of a plan or design, not a request for work
+  nor a problem report such as "why does the build fail?", which only a fix answers, and the agent
+  answered it without changing a file or announcing further work.
 * **unknown**: anything else.
 
 The completion and failure wording (``_DONE``, ``_FAILED``, ``_claims_done``) and the tool signal
@@ -108,6 +111,30 @@ _TEXT_ASK = re.compile(
     r"|e-?mails?|tweets?|taglines?|slogans?|cover letters?)\b"
     r"|^(?:say|reply with|respond with|answer with)\b"
     r"|写(?:一个|一段|一条|个|一下)?(?:提交信息|提交说明|commit ?message|邮件|发布说明)", re.I)
+# A request to review a plan, a design or a proposal: the review is the deliverable, and what it finds wrong ("the
+# dispatch cannot represent mixed inputs", "potential issues") is about the plan, not a failure of the work.
+_REVIEW_ASK = re.compile(
+    r"\b(?:review|critique|assess|evaluate|audit|poke holes in|sanity[- ]check)(?: (?:this|the|my|our|that|a))?"
+    r"(?: [\w-]+)?(?: [\w-]+)? (?:plans?|designs?|proposals?|spec(?:ification)?s?|approach|architecture|rfcs?|outline"
+    r"|strateg(?:y|ies))\b|(?:评审|审查|审核|点评)(?:一下)?(?:这个|这份|我的)?[^，。！？\n]{0,8}(?:方案|计划|设计)", re.I)
+# "… and then implement it", "review the spec, then fix what you find": a review that asks for the work too.
+_AND_WORK = re.compile(r"\b(?:then|and|after that|afterwards)\b[^.?!\n]{0,40}?\b(?:implement|apply|fix|update|build|make"
+                       r"|change|execute|write|add|create|refactor|start)\b|然后[^。！？\n]{0,10}(?:实现|修改|修复|开始)", re.I)
+
+
+def _is_review(prose: str) -> bool:
+    """The ask asks for a review of a plan or a design, and for nothing more (``_REVIEW_ASK``, ``_AND_WORK``)."""
+    return bool(_REVIEW_ASK.search(prose)) and not _WORK_REQUEST.search(prose) and not _AND_WORK.search(prose)
+
+
+# Failure wording about the agent's own attempt, whatever the subject of the rest of the reply: "I couldn't open the
+# repository", "我无法访问", "não consegui".
+_OWN_FAILURE = re.compile(
+    r"\b(?:i|we)(?: (?:still|just|also))? (?:couldn[’']?t|could not|can[’']?t|cannot|wasn[’']?t able|was not able"
+    r"|weren[’']?t able|were not able|am unable|was unable|were unable|failed to|am not able|did not manage"
+    r"|didn[’']?t manage)\b|\bi[’']m (?:unable|not able)\b|(?:hit|reached) (?:the|my|a) (?:(?:\w|-)+ ){0,2}limit"
+    r"|ran out of (?:time|budget|iterations|attempts|turns|tokens)|(?:我|我们)(?:暂时|还是|仍然)?(?:无法|没能|未能|不能)"
+    r"|\b(?:não consegui|no pude|n'ai pas pu)\b", re.I)
 # A problem report phrased as a question ("why does the build fail?") is answered only by a fix.
 _PROBLEM = re.compile(
     r"\b(?:fail\w*|error\w*|broken|crash\w*|bug|exception|issues?|problems?|not working|doesn'?t work|won'?t)\b"
@@ -355,19 +382,22 @@ def _cut_off(tail: Sequence[Message], final: str) -> bool:
 
 
 def _answered(ask: str, tail: Sequence[Message]) -> str | None:
-    """"question" or "text" when the last ask was a question or a request for information, or a request for a text
-    the reply delivers (``_TEXT_ASK``), not a problem report nor a request for work, and the agent answered it
-    without setting out to change anything; else None."""
+    """"question", "text" or "review" when the last ask was a question or a request for information, for a text
+    the reply delivers (``_TEXT_ASK``) or for a review of a plan (``_is_review``), not a problem report nor a request
+    for work, and the agent answered it without setting out to change anything; else None."""
     prose = " ".join(_prose(ask).split())
     text = bool(prose) and _TEXT_ASK.search(prose) is not None
-    if not (text or (prose and _INFO_ASK.search(prose))) or (_WORK_REQUEST.search(prose) and not text) \
+    review = bool(prose) and _is_review(prose)
+    if review:
+        pass  # a review is asked for its findings, "potential issues" included
+    elif not (text or (prose and _INFO_ASK.search(prose))) or (_WORK_REQUEST.search(prose) and not text) \
             or _PROBLEM.search(prose):
         return None
     if any(t.action != "read" for t in file_touches(tail)):
         return None
     if any(_NEXT_STEP.search(x) for m in _replies(tail) for x in _sentences(_prose(m.content))):
         return None
-    return "text" if text else "question"
+    return "review" if review else "text" if text else "question"
 
 
 # --------------------------------------------------------------------------- the end state
@@ -476,7 +506,9 @@ def _judge(msgs: list[Message]) -> EndVerdict:
         return _verdict("unresolved", "the last ask got no reply", msgs, last_turn)
     if not closed and _cut_off(tail, final):
         return _verdict("unresolved", "the agent stopped mid-work", msgs, at)
-    if _says_failed(final):
+    # A review's findings are about what it reviews: only the agent's own failure counts there.
+    review = last_turn == last_ask and _is_review(" ".join(_prose(ask).split()))
+    if (_OWN_FAILURE.search(_prose(final)) is not None) if review else _says_failed(final):
         return _verdict("failed" if unfixed else "unresolved", "the final reply says it could not be done", msgs, at)
     if _USER_UNHAPPY.search(ask) and not _claims_done(final):
         return _verdict("unresolved", "the last ask is a complaint the final reply does not answer with a fix",
@@ -503,6 +535,8 @@ def _judge(msgs: list[Message]) -> EndVerdict:
     answer = _answered(ask, tail) if last_turn == last_ask else None
     if answer == "question":
         return _verdict("resolved", "the last ask was a question and the final reply answers it", msgs, at)
+    if answer == "review":
+        return _verdict("resolved", "the last ask was for a review and the final reply gives it", msgs, at)
     if answer == "text":
         return _verdict("resolved", "the last ask was for a text and the final reply gives it", msgs, at)
     return _verdict("unknown", "no confirmation, check or claim decides it", msgs, at)
