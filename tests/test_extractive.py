@@ -745,3 +745,32 @@ def test_a_review_of_a_plan_is_answered_by_its_findings() -> None:
     # outside a review, the same words still report a failure
     assert _verdict(u("add media support"), a("Added the fields, but the dispatch cannot represent mixed inputs.")
                     ).state != "resolved"
+
+
+def _shell(cid: str, output: str, failed: bool = False, name: str = "PowerShell") -> list[Message]:
+    """A shell call as a SpecStory export keeps it: no arguments, the output as the result."""
+    return [a("", calls=(ToolCall(id=cid, name=name, arguments={}),)),
+            Message(role="tool", tool_call_id=cid, content=("Exit code 1\n" if failed else "") + output
+                    + ("\nError: KeyError 'dept'" if failed else ""))]
+
+
+def test_a_question_answered_from_a_script_the_agent_ran_is_answered() -> None:
+    """An unseen analytics session: each question is answered from a script the agent wrote and ran; the last one
+    read unknown because a reply on the way said "Let me check the departments first, then build the comparison"."""
+    ask = u("Compare the mean and median gap between orders for users who buy fruit vs users who buy wine.")
+    plan = a("Let me check the department names first, then build the comparison.")
+    answer = a("## Result\n\n| group | mean | median |\n|---|---:|---:|\n| fruit | 10.6 | 7 |\n| wine | 13.6 | 10 |\n\n"
+               "Wine-only buyers order less often.")
+    v = _verdict(ask, plan, *_shell("c1", "4 fruit\n5 wine"), *_write("w", "gap_by_dept.py"), *_shell("c2", "mean 10.6"),
+                 answer)
+    assert v.state == "resolved" and "question" in v.reason
+    # the script's run failed, or nothing ran after it, or an existing file was changed: no answer to rest on
+    assert _verdict(ask, plan, *_write("w", "gap_by_dept.py"), *_shell("c2", "", failed=True), answer).state != "resolved"
+    assert _verdict(ask, plan, *_shell("c1", "4 fruit"), *_write("w", "gap_by_dept.py"), answer).state != "resolved"
+    edit = [a("", calls=(ToolCall(id="e", name="edit_file", arguments={"path": "src/report.py", "old_string": "a",
+                                                                        "new_string": "b"}),)),
+            Message(role="tool", tool_call_id="e", content=json.dumps({"success": True}))]
+    assert _verdict(ask, plan, *edit, *_shell("c2", "ok"), answer).state != "resolved"
+    # a request for work is still work
+    assert _verdict(u("add a chart that compares fruit and wine buyers"), plan, *_write("w", "chart.py"),
+                    *_shell("c2", "ok"), answer).state != "resolved"

@@ -93,7 +93,7 @@ _NEXT_STEP = re.compile(
 # A request for an answer rather than for work: its deliverable is the reply itself.
 _INFO_ASK = re.compile(
     r"\b(?:explain|summari[sz]e|describe|tell me|show me|list|output|print|direct me|point me|what|why|how|which"
-    r"|where|when|who|walk me through"
+    r"|where|when|who|walk me through|analy[sz]e|compare|calculate|compute"
     # "give me steps to do this …", "give me the exact commands": instructions, delivered in the reply
     r"|give me (?:the |some |a |an )?(?:exact |detailed |clear |quick |short )?(?:steps|instructions|commands"
     r"|walkthrough|guide|overview|summary|rundown|breakdown|explanation))\b|给我[^，。！？\n]{0,10}步骤|解释|說明|说明|总结|總結|介绍|介紹|分析|输出|輸出|列出|告诉我|告訴我|是什么|是什麼|为什么|為什麼"
@@ -393,11 +393,48 @@ def _answered(ask: str, tail: Sequence[Message]) -> str | None:
     elif not (text or (prose and _INFO_ASK.search(prose))) or (_WORK_REQUEST.search(prose) and not text) \
             or _PROBLEM.search(prose):
         return None
-    if any(t.action != "read" for t in file_touches(tail)):
+    replies = _replies(tail)
+    if not replies or _announces(replies[-1]):
         return None
-    if any(_NEXT_STEP.search(x) for m in _replies(tail) for x in _sentences(_prose(m.content))):
+    written = [t for t in file_touches(tail) if t.action != "read"]
+    # The agent worked on the way to its answer (an analysis script it wrote, "let me check the departments first,
+    # then build the comparison"): an answer still, if it only created files, and a run of its own came back without
+    # failure after its last change and its last announcement, so the answer rests on a check.
+    worked = bool(written) or any(_announces(m) for m in replies[:-1])
+    if worked and (any(t.action != "created" for t in written) or not _ran_after_work(tail)):
         return None
     return "review" if review else "text" if text else "question"
+
+
+def _announces(reply: Message) -> bool:
+    return any(_NEXT_STEP.search(x) for x in _sentences(_prose(reply.content)))
+
+
+#: A tool that runs something (a shell, a code runner), by its name: Claude Code's ``PowerShell`` on Windows, a
+#: harness's ``run_command``, besides the command tools ``derive`` knows. A change tool writes or edits a file.
+_RUN_TOOL = re.compile(r"shell|terminal|bash|powershell|pwsh|command|exec|run_code|execute", re.I)
+_CHANGE_TOOL = re.compile(r"write|edit|patch|replace|insert|create|apply", re.I)
+
+
+def _ran_after_work(tail: Sequence[Message]) -> bool:
+    """A run (``_RUN_TOOL``, ``COMMAND_TOOLS``, a code tool) whose result came back and did not fail comes after the
+    tail's last change call and its last announcement of work."""
+    results = {m.tool_call_id: m for m in tail if m.role == "tool" and m.tool_call_id}
+    last_work = -1
+    for i, m in enumerate(tail):
+        if m.role != "assistant":
+            continue
+        if any(_CHANGE_TOOL.search(c.name) and not _RUN_TOOL.search(c.name) for c in m.tool_calls) or (
+                m.content.strip() and _announces(m)):
+            last_work = i
+    for m in tail[last_work + 1:]:
+        for call in m.tool_calls if m.role == "assistant" else ():
+            name = call.name.lower()
+            result = results.get(call.id) if call.id else None
+            if result is not None and not result_failed(result) and (
+                    name in COMMAND_TOOLS or name in _CODE_RUN_TOOLS or _RUN_TOOL.search(name)):
+                return True
+    return False
 
 
 # --------------------------------------------------------------------------- the end state
