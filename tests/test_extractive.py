@@ -774,3 +774,16 @@ def test_a_question_answered_from_a_script_the_agent_ran_is_answered() -> None:
     # a request for work is still work
     assert _verdict(u("add a chart that compares fruit and wine buyers"), plan, *_write("w", "chart.py"),
                     *_shell("c2", "ok"), answer).state != "resolved"
+
+
+def test_complaints_and_problem_reports_in_the_sessions_own_language() -> None:
+    """Unseen Spanish and Turkish sessions say "No funciona la eliminación masiva", "Los botones siguen ahí",
+    "hâlâ çok problem var"; only English and Chinese complaints and problem words were known."""
+    for ask in ("No funciona el botón de borrar", "Los botones siguen ahí", "ainda não funciona o login",
+                "ça ne marche toujours pas", "es geht immer noch nicht", "всё ещё не работает", "hâlâ çalışmıyor"):
+        assert _verdict(u("fix the delete button"), a("Fixed it."), u(ask), a("Let me look at the handler again.")
+                        ).state == "unresolved", ask
+    # a problem asked about as a question is answered by a fix, not by an explanation
+    for ask in ("¿Por qué falla el login?", "por que dá erro no login?", "почему ошибка при входе?", "neden çöktü?"):
+        assert _verdict(u(ask), a("The session cookie is not sent over plain HTTP.")).state != "resolved", ask
+    assert _verdict(u("¿Cómo se configura el puerto?"), a("Con la variable `PORT` en `.env`.")).state == "resolved"

@@ -81,7 +81,15 @@ _FAILED = re.compile(
 _USER_UNHAPPY = re.compile(
     r"\b(?:still (?:broken|failing|fails|not|doesn'?t|the same)|doesn'?t work|not working|didn'?t work|same error|"
     r"try again|wrong|no (?:change|effect)|nothing changed)\b|还是不行|不行|没用|报错|还是错|还是这样|没有(?:改变|变化|效果|生效)"
-    r"|没效果|没生效", re.I)
+    r"|没效果|没生效"
+    # the session's own language, as the replies' tables have it: "No funciona", "Los botones siguen ahí", "ainda não
+    # funciona", "ne marche toujours pas", "geht immer noch nicht", "всё ещё не работает", "hâlâ çalışmıyor"
+    r"|\b(?:no (?:funciona|sirve|cambi[óo]|pasa nada)|sigue(?:n)? (?:sin|igual|ah[ií]|fallando|dando)|todav[ií]a no"
+    r"|a[uú]n no|mismo error|n[ãa]o (?:funciona|funcionou|mudou|deu certo|resolveu)|ainda n[ãa]o|continua (?:igual|dando"
+    r"|com|sem)|mesmo erro|nada mudou|ne (?:marche|fonctionne) (?:toujours )?pas|toujours pas|m[êe]me erreur"
+    r"|(?:funktioniert|geht|klappt) (?:immer noch |noch )?nicht|immer noch|gleiche[rn]? fehler"
+    r"|не работа\w*|вс[её] ещ[её]|по-прежнему|та же ошибка|ничего не изменилось|не получилось|не помогло"
+    r"|çalışmıyor|hâlâ|hala (?:çalışmıyor|aynı|olmuyor|hata)|aynı hata|olmadı|düzelmedi|değişmedi)\b", re.I)
 # The agent announces work it then never does: the export stopped mid-turn.
 _NEXT_STEP = re.compile(
     r"^(?:(?:alright|all right|ok(?:ay)?|now|next|so|then|first)[,\s]+)*(?:let me(?! know)|let[’']s|i[’']m going to|"
@@ -138,7 +146,12 @@ _OWN_FAILURE = re.compile(
 # A problem report phrased as a question ("why does the build fail?") is answered only by a fix.
 _PROBLEM = re.compile(
     r"\b(?:fail\w*|error\w*|broken|crash\w*|bug|exception|issues?|problems?|not working|doesn'?t work|won'?t)\b"
-    r"|失败|报错|错误|异常|不行|无法|没有生效|不工作|崩溃", re.I)
+    r"|失败|报错|错误|异常|不行|无法|没有生效|不工作|崩溃"
+    # pt/es/fr/de/ru/tr: "por que não funciona?", "¿por qué falla?", "почему ошибка?", "neden çöktü?"
+    r"|\b(?:erro|errores|falh\w*|fall[aóo]\w*|n[ãa]o funciona|no funciona|problemas?|excepci[óo]n|exce[çc][ãa]o|erreur\w*"
+    r"|[ée]choue\w*|plante|probl[èe]mes?|ne (?:marche|fonctionne) pas|fehler\w*|schl[äa]gt fehl|funktioniert nicht"
+    r"|absturz\w*|ошибк\w*|не работа\w*|баг\w*|сбо[йи]\w*|пада\w*|проблем\w*|hata\w*|çalışmıyor|çöktü|sorun\w*)\b",
+    re.I)
 _UNDO = re.compile(r"^/(?:undo|rewind|revert)\b", re.I)
 # A run the harness itself reports as failed (ShareGPT ``completed: false``, a request dump written after
 # retries ran out, an iteration budget). Hermes's ordinary closes (``idle_timeout``, ``user_exit``...) are not.
