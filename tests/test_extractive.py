@@ -787,3 +787,17 @@ def test_complaints_and_problem_reports_in_the_sessions_own_language() -> None:
     for ask in ("¿Por qué falla el login?", "por que dá erro no login?", "почему ошибка при входе?", "neden çöktü?"):
         assert _verdict(u(ask), a("The session cookie is not sent over plain HTTP.")).state != "resolved", ask
     assert _verdict(u("¿Cómo se configura el puerto?"), a("Con la variable `PORT` en `.env`.")).state == "resolved"
+
+
+def test_failure_and_next_step_wording_in_the_replies_language() -> None:
+    """Replies follow the user: a Spanish, Portuguese or Russian reply that says it could not do it, or that stops on
+    its next step, is no answer."""
+    for text in ("No se pudo conectar con la base de datos.", "Não pude aplicar a migração.",
+                 "Не удалось запустить сервер.", "Derleme başarısız."):
+        assert _verdict(u("¿cómo está el despliegue?"), a(text)).state != "resolved", text
+    for text in ("Vamos a verificar los commits remotos.", "Vou verificar o arquivo de configuração.",
+                 "Давайте проверим логи сервера.", "Lass mich die Logs prüfen."):
+        v = _verdict(u("fix the sync"), a("Updated the config."), a(text))
+        assert v.state == "unresolved" and "mid-work" in v.reason, text
+    # a report that only uses the words is still a report
+    assert _verdict(u("¿qué hace vamos.py?"), a("`vamos.py` arranca el servidor.")).state == "resolved"

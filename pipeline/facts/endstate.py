@@ -76,8 +76,9 @@ _FAILED = re.compile(
     r"\b(?:still (?:fail\w*|broken|errors?|crash\w*)|couldn'?t|could not|can'?t|cannot|unable to|failed to|"
     r"not able to|doesn'?t work|blocked|(?:hit|reached) (?:the|my|a) (?:(?:\w|-)+ ){0,2}limit"
     r"|ran out of (?:time|budget|iterations|attempts|turns|tokens))\b|无法|失败|仍然报错|还是报错|没能"
-    r"|\b(?:não (?:consegui|foi possível)|falhou|no (?:pude|fue posible)|falló|n'ai pas pu|échoué|konnte nicht"
-    r"|fehlgeschlagen)\b", re.I)
+    r"|\b(?:não (?:consegui|foi possível|pude)|falhou|no (?:pude|fue posible|se pudo|he podido|logr[ée])|falló"
+    r"|n'ai pas pu|échoué|konnte nicht|fehlgeschlagen"
+    r"|не удалось|не получилось|не смог(?:ла|ли)?|başarısız|yapamadım|başaramadım)\b", re.I)
 _USER_UNHAPPY = re.compile(
     r"\b(?:still (?:broken|failing|fails|not|doesn'?t|the same)|doesn'?t work|not working|didn'?t work|same error|"
     r"try again|wrong|no (?:change|effect)|nothing changed)\b|还是不行|不行|没用|报错|还是错|还是这样|没有(?:改变|变化|效果|生效)"
@@ -97,7 +98,11 @@ _NEXT_STEP = re.compile(
     r"create|write|read|apply|edit|modify|implement|commit|push|test|try|investigate|search|open|install|remove|"
     r"delete|continue))\b|^(?:现在|接下来|下面|然后|首先)?[，,]?(?:让我|我来|我将|我们来|让我们"
     # "我先清理构建目录，再重新构建" (I'll first…), "我马上/这就/接着…": the Chinese of "first I'll", "I'll now"
-    r"|(?:我|我们)(?:先|马上|这就|接着))", re.I)
+    r"|(?:我|我们)(?:先|马上|这就|接着))"
+    # "Vamos a verificar…", "Vou verificar…", "Je vais…", "Lass mich…", "Давайте проверим…", "Сейчас я проверю…"
+    r"|^(?:(?:ahora|agora|maintenant|jetzt|теперь|сейчас)[,\s]+)?(?:voy a|vamos a|d[ée]jame|perm[íi]teme|vou|vamos"
+    r"|deixe-me|deixa eu|je vais|laissez-moi|voyons|ich werde|lass mich|lassen sie mich|давай(?:те)?"
+    r"|я (?:сейчас )?(?:проверю|посмотрю|исправлю|добавлю|создам|запущу|изменю|обновлю))(?![^\W\d_])", re.I)
 # A request for an answer rather than for work: its deliverable is the reply itself.
 _INFO_ASK = re.compile(
     r"\b(?:explain|summari[sz]e|describe|tell me|show me|list|output|print|direct me|point me|what|why|how|which"
