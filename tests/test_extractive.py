@@ -801,3 +801,18 @@ def test_failure_and_next_step_wording_in_the_replies_language() -> None:
         assert v.state == "unresolved" and "mid-work" in v.reason, text
     # a report that only uses the words is still a report
     assert _verdict(u("¿qué hace vamos.py?"), a("`vamos.py` arranca el servidor.")).state == "resolved"
+
+
+def test_an_edit_the_harness_could_not_apply_vetoes_the_claim() -> None:
+    """aider prints "The LLM did not conform to the edit format" / "SEARCH/REPLACE block failed to match" when the
+    reply's edit blocks do not apply: the reply's "Done" then describes an edit that is not on disk."""
+    claim = a("I've fixed the low-speed slip in `Wheel.cs`. Done.")  # its edit never applied: no "Applied edit"
+    failed = Message(role="system", content="Tokens: 21k sent, 4.7k received.\nThe LLM did not conform to the edit "
+                                            "format.\n# 1 SEARCH/REPLACE block failed to match!")
+    v = _verdict(u("fix the slip at low speed"), claim, failed)
+    assert v.state == "unresolved" and "could not apply" in v.reason
+    # a retry that applied is the last word
+    retry = [a("Here is the corrected block. Done.", calls=(ToolCall(id="e2", name="aider_apply_edit",
+                                                                     arguments={"path": "Wheel.cs"}),)),
+             Message(role="tool", tool_call_id="e2", content="Applied edit to Wheel.cs")]
+    assert "could not apply" not in _verdict(u("fix the slip at low speed"), claim, failed, *retry).reason

@@ -513,6 +513,9 @@ def judge_end_state(session: Session, facts: Facts | None = None) -> EndVerdict:
     cut = _harness_cut(msgs, verdict.index)
     if cut is not None:
         return _verdict("unresolved", "the harness cut the run short after the last reply", msgs, cut)
+    rejected = _edit_rejected(msgs, verdict.index)
+    if rejected is not None:
+        return _verdict("unresolved", "the harness could not apply the edit the last reply made", msgs, rejected)
     if verdict.index is not None and msgs[verdict.index].role == "assistant":
         sentences = _sentences(_prose(msgs[verdict.index].content))
         # A conditional ("if anything still fails, tell me") offers help; it reports nothing left.
@@ -520,6 +523,29 @@ def judge_end_state(session: Session, facts: Facts | None = None) -> EndVerdict:
         if left is not None:
             return _verdict("unresolved", "the final reply lists work still left or failing", msgs, verdict.index)
     return verdict
+
+
+# What aider prints when the reply's edit blocks could not be applied: the reply's claim then describes an edit that
+# is not on disk ("The LLM did not conform to the edit format.", "# 1 SEARCH/REPLACE block failed to match!",
+# "SearchReplaceNoExactMatch: This SEARCH block failed to exactly match lines in a.py").
+_EDIT_REJECTED = re.compile(r"the llm did not conform to the edit format|search/replace blocks? failed to match"
+                            r"|searchreplacenoexactmatch|failed to apply edit", re.I)
+
+
+def _edit_rejected(msgs: Sequence[Message], after: int | None) -> int | None:
+    """Index of the harness's report that an edit failed to apply after message ``after``, unless a later message
+    shows an edit applied (aider's retry: "Applied edit to a.py")."""
+    start = 0 if after is None else after + 1
+    found = None
+    for i in range(start, len(msgs)):
+        m = msgs[i]
+        if m.role == "user":
+            continue
+        if _EDIT_REJECTED.search(m.content):
+            found = i
+        elif found is not None and m.role == "tool" and m.content.lstrip().startswith("Applied edit to"):
+            found = None
+    return found
 
 
 def _harness_cut(msgs: Sequence[Message], after: int | None) -> int | None:
