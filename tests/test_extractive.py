@@ -816,3 +816,15 @@ def test_an_edit_the_harness_could_not_apply_vetoes_the_claim() -> None:
                                                                      arguments={"path": "Wheel.cs"}),)),
              Message(role="tool", tool_call_id="e2", content="Applied edit to Wheel.cs")]
     assert "could not apply" not in _verdict(u("fix the slip at low speed"), claim, failed, *retry).reason
+
+
+def test_a_codex_turn_the_user_aborted_after_the_claim_is_not_resolved() -> None:
+    """Codex writes "<turn_aborted> The user interrupted the previous turn on purpose…" when the user stops a turn;
+    like Claude Code's "[Request interrupted by user]", it outranks a claim made before it."""
+    aborted = Message(role="system", content="<turn_aborted>\nThe user interrupted the previous turn on purpose. Any "
+                                             "running processes may still be running.\n</turn_aborted>")
+    start = a("Fixed the vault init; `npm run build` passes. Starting the dev server to check the page.",
+              calls=(ToolCall(id="d", name="exec_command", arguments={"cmd": "npm run dev"}),))
+    v = _verdict(u("fix the vault init"), start, Message(role="tool", tool_call_id="d", content="aborted by user after 31.2s"),
+                 aborted)
+    assert v.state == "unresolved" and "harness" in v.reason

@@ -48,6 +48,8 @@ _HARNESS_ERROR = re.compile(
     r"|prompt is too long|^api ?error\b|api(?:connection|timeout|status)?error|rate[ _-]?limit(?:ed| exceeded| reached)?"
     r"|too many requests|model_not_found|overloaded_error|connection error|request timed out|network error"
     r"|\[request interrupted by user|interrupted by user|^\^c\b|keyboardinterrupt"
+    # Codex: "<turn_aborted> The user interrupted the previous turn on purpose. …"
+    r"|^<turn_aborted>|the user interrupted the previous turn"
     r"|\b(?:error code|status(?:_code)?)[: ]+(?:4\d\d|5\d\d)\b", re.I)
 #: A literal every branch of ``_HARNESS_ERROR`` needs, lowercased. ``harness_error`` runs on nearly every
 #: message, and Python's ``re`` tries each of the pattern's ~20 branches at each position (60 µs a line,
@@ -56,7 +58,8 @@ _HARNESS_ERROR = re.compile(
 _HARNESS_ERROR_NEEDS = ("limit", "out of extra usage", "out of usage", "access to claude", "/login",
                         "credit balance", "too long", "api", "too many", "model_not_found",
                         "overloaded_error", "connection error", "timed out", "network error",
-                        "interrupted by user", "^c", "keyboardinterrupt", "error code", "status")
+                        "interrupted by user", "^c", "keyboardinterrupt", "error code", "status", "<turn_aborted>",
+                        "interrupted the previous turn")
 _SLASH = re.compile(r"^/[A-Za-z][\w-]*(?:\s|$)")  # "/model gpt-5", but not "/home/ana/x.py is broken"
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
 _LOGLINE = re.compile(
