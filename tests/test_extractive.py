@@ -727,6 +727,9 @@ def test_a_request_for_a_text_is_answered_by_the_text() -> None:
     assert _verdict(u("please write a better error message for the parser"), a("```python\nraise ParseError(...)\n```")
                     ).state != "resolved"
     assert _verdict(u("write the release notes"), *_write("w", "docs/RELEASE.md"), a("Wrote them.")).state != "resolved"
+    # a text that comes with work: the message alone is not what was asked
+    assert _verdict(u("Please write a commit message and push the changes."), a(msg)).state != "resolved"
+    assert _verdict(u("写一个提交信息并推送到远程"), a(msg)).state != "resolved"
 
 
 def test_a_review_of_a_plan_is_answered_by_its_findings() -> None:

@@ -130,9 +130,11 @@ _REVIEW_ASK = re.compile(
     r"\b(?:review|critique|assess|evaluate|audit|poke holes in|sanity[- ]check)(?: (?:this|the|my|our|that|a))?"
     r"(?: [\w-]+)?(?: [\w-]+)? (?:plans?|designs?|proposals?|spec(?:ification)?s?|approach|architecture|rfcs?|outline"
     r"|strateg(?:y|ies))\b|(?:评审|审查|审核|点评)(?:一下)?(?:这个|这份|我的)?[^，。！？\n]{0,8}(?:方案|计划|设计)", re.I)
-# "… and then implement it", "review the spec, then fix what you find": a review that asks for the work too.
+# "… and then implement it", "review the spec, then fix what you find", "write a commit message and push": a review
+# or a text that asks for the work too.
 _AND_WORK = re.compile(r"\b(?:then|and|after that|afterwards)\b[^.?!\n]{0,40}?\b(?:implement|apply|fix|update|build|make"
-                       r"|change|execute|write|add|create|refactor|start)\b|然后[^。！？\n]{0,10}(?:实现|修改|修复|开始)", re.I)
+                       r"|change|execute|write|add|create|refactor|start|commit(?! messages?\b)|push|merge|deploy|send|open|publish)\b"
+                       r"|(?:然后|并|再)[^。！？\n]{0,10}(?:实现|修改|修复|开始|提交|推送|部署|发送)", re.I)
 
 
 def _is_review(prose: str) -> bool:
@@ -404,7 +406,8 @@ def _answered(ask: str, tail: Sequence[Message]) -> str | None:
     the reply delivers (``_TEXT_ASK``) or for a review of a plan (``_is_review``), not a problem report nor a request
     for work, and the agent answered it without setting out to change anything; else None."""
     prose = " ".join(_prose(ask).split())
-    text = bool(prose) and _TEXT_ASK.search(prose) is not None
+    # "write a commit message and push": the text is only part of what was asked
+    text = bool(prose) and _TEXT_ASK.search(prose) is not None and not _AND_WORK.search(prose)
     review = bool(prose) and _is_review(prose)
     if review:
         pass  # a review is asked for its findings, "potential issues" included
