@@ -831,3 +831,11 @@ def test_a_codex_turn_the_user_aborted_after_the_claim_is_not_resolved() -> None
     v = _verdict(u("fix the vault init"), start, Message(role="tool", tool_call_id="d", content="aborted by user after 31.2s"),
                  aborted)
     assert v.state == "unresolved" and "harness" in v.reason
+
+
+def test_a_question_that_also_asks_for_the_work_is_not_answered_by_an_answer() -> None:
+    steps = "1. Open the settings.\n2. Set the redirect URL.\n3. Restart the server."
+    for ask in ("give me the steps and then apply them", "explain the login flow and then fix the redirect",
+                "解释一下登录流程，然后修复跳转"):
+        assert _verdict(u(ask), a(steps)).state != "resolved", ask
+    assert _verdict(u("explain the login flow"), a(steps)).state == "resolved"

@@ -412,8 +412,8 @@ def _answered(ask: str, tail: Sequence[Message]) -> str | None:
     if review:
         pass  # a review is asked for its findings, "potential issues" included
     elif not (text or (prose and _INFO_ASK.search(prose))) or (_WORK_REQUEST.search(prose) and not text) \
-            or _PROBLEM.search(prose):
-        return None
+            or _PROBLEM.search(prose) or _AND_WORK.search(prose):
+        return None  # "explain the flow and then fix the handler" asks for work as well as an answer
     replies = _replies(tail)
     if not replies or _announces(replies[-1]):
         return None
