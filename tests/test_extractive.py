@@ -839,3 +839,12 @@ def test_a_question_that_also_asks_for_the_work_is_not_answered_by_an_answer() -
                 "解释一下登录流程，然后修复跳转"):
         assert _verdict(u(ask), a(steps)).state != "resolved", ask
     assert _verdict(u("explain the login flow"), a(steps)).state == "resolved"
+
+
+def test_a_symptom_asked_about_is_a_problem_only_a_fix_answers() -> None:
+    """"why is the signup page blank?" reports a problem as "why does the build fail?" does; its diagnosis is no fix."""
+    for ask in ("now the signup page is blank, why?", "why does the request hang?", "为什么页面白屏？",
+                "por que o build quebra?", "why can't it connect to the database?"):
+        assert _verdict(u(ask), a("The page imports a module that is missing from the bundle.")).state != "resolved", ask
+    assert _verdict(u("why do we use a blank line before returns?"), a("Readability.")).state != "resolved"  # the price
+    assert _verdict(u("which port does the server use?"), a("8080.")).state == "resolved"

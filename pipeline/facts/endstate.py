@@ -157,7 +157,12 @@ _PROBLEM = re.compile(
     # pt/es/fr/de/ru/tr: "por que não funciona?", "¿por qué falla?", "почему ошибка?", "neden çöktü?"
     r"|\b(?:erro|errores|falh\w*|fall[aóo]\w*|n[ãa]o funciona|no funciona|problemas?|excepci[óo]n|exce[çc][ãa]o|erreur\w*"
     r"|[ée]choue\w*|plante|probl[èe]mes?|ne (?:marche|fonctionne) pas|fehler\w*|schl[äa]gt fehl|funktioniert nicht"
-    r"|absturz\w*|ошибк\w*|не работа\w*|баг\w*|сбо[йи]\w*|пада\w*|проблем\w*|hata\w*|çalışmıyor|çöktü|sorun\w*)\b",
+    r"|absturz\w*|ошибк\w*|не работа\w*|баг\w*|сбо[йи]\w*|пада\w*|проблем\w*|hata\w*|çalışmıyor|çöktü|sorun\w*"
+    r"|quebr\w*)\b"
+    # a symptom is a problem too: "why is the signup page blank?", "页面空白", "按钮没反应"
+    r"|\b(?:blank|stuck|hangs?|hanging|freez\w*|frozen|404|500|not (?:showing|loading|rendering|updating|saving"
+    r"|displaying|responding|appearing)|(?:doesn|isn|won|can)[’']?t (?:show|load|render|update|save|display|respond"
+    r"|appear|connect|start|open|find|log ?in|be found))\b|空白|白屏|不显示|没显示|显示不出|没反应|卡住|卡死|打不开|找不到",
     re.I)
 _UNDO = re.compile(r"^/(?:undo|rewind|revert)\b", re.I)
 # A run the harness itself reports as failed (ShareGPT ``completed: false``, a request dump written after
