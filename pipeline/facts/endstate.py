@@ -161,7 +161,7 @@ _PROBLEM = re.compile(
     r"|quebr\w*)\b"
     # a symptom is a problem too: "why is the signup page blank?", "页面空白", "按钮没反应"
     r"|\b(?:blank|stuck|hangs?|hanging|freez\w*|frozen|404|500|not (?:showing|loading|rendering|updating|saving"
-    r"|displaying|responding|appearing)|(?:doesn|isn|won|can)[’']?t (?:show|load|render|update|save|display|respond"
+    r"|displaying|responding|appearing)|(?:doesn|isn|won|can)[’']?t(?: [\w-]+){0,3}? (?:show|load|render|update|save|display|respond"
     r"|appear|connect|start|open|find|log ?in|be found))\b|空白|白屏|不显示|没显示|显示不出|没反应|卡住|卡死|打不开|找不到",
     re.I)
 _UNDO = re.compile(r"^/(?:undo|rewind|revert)\b", re.I)
