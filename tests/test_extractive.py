@@ -848,3 +848,11 @@ def test_a_symptom_asked_about_is_a_problem_only_a_fix_answers() -> None:
         assert _verdict(u(ask), a("The page imports a module that is missing from the bundle.")).state != "resolved", ask
     assert _verdict(u("why do we use a blank line before returns?"), a("Readability.")).state != "resolved"  # the price
     assert _verdict(u("which port does the server use?"), a("8080.")).state == "resolved"
+
+
+def test_a_claim_the_reply_says_is_unchecked_is_unknown() -> None:
+    for text in ("Fixed the handler. I haven't run the tests yet.", "Done; the migration is untested.",
+                 "已修复登录逻辑，还没有测试。"):
+        v = _verdict(u("fix the login"), a(text))
+        assert v.state == "unknown" and "not checked" in v.reason, text
+    assert _verdict(u("fix the login"), a("Fixed the handler; I ran the tests and all pass.")).state == "resolved"

@@ -241,6 +241,11 @@ _NEEDS_INPUT = re.compile(
     r"|\bneeds? your (?:input|decision|confirmation|choice|approval)\b|\bplease (?:provide|confirm|choose|specify|pick|select)\b"
     r"|\bwhat would you like (?:to do|me to do|to use)\b|\bonce you (?:provide|confirm|choose|tell me|decide|pick)\b"
     r"|需要(?:您|你)(?:的)?(?:确认|提供|选择|决定|输入)|请(?:您|你)?(?:确认|提供|选择|告诉我)|等(?:您|你)(?:确认|回复)", re.I)
+# A claim the reply itself says is unchecked: "Fixed the handler. I haven't run the tests yet.", "untested", "还没有测试".
+_UNVERIFIED = re.compile(
+    r"\b(?:i|we) (?:haven[’']?t|have not|did ?n[’']?t|did not) (?:yet )?(?:run|test(?:ed)?|verif(?:y|ied)|check(?:ed)?"
+    r"|tr(?:y|ied)(?: it)?)\b|\b(?:untested|unverified|not (?:yet )?(?:been )?(?:tested|verified))\b"
+    r"|(?:还|尚)?(?:没有|没|未)(?:运行|跑|测试|验证)", re.I)
 _INSTRUCTION = re.compile(r"(?:please )?(?:do not|don[’']t|never)\b", re.I)
 
 
@@ -612,6 +617,8 @@ def _judge(msgs: list[Message]) -> EndVerdict:
                             msgs, at)
         if reported_problem(final) is not None:
             return _verdict("unknown", "the final reply claims success but reports a problem still open", msgs, at)
+        if _UNVERIFIED.search(_prose(final)):
+            return _verdict("unknown", "the final reply claims the work done but says it was not checked", msgs, at)
         if _unchecked_source_change(msgs):
             return _verdict("unknown", "the final reply claims the work done, but nothing ran after the last change to "
                             "the code and the user did not confirm it", msgs, at)
