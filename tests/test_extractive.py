@@ -856,3 +856,13 @@ def test_a_claim_the_reply_says_is_unchecked_is_unknown() -> None:
         v = _verdict(u("fix the login"), a(text))
         assert v.state == "unknown" and "not checked" in v.reason, text
     assert _verdict(u("fix the login"), a("Fixed the handler; I ran the tests and all pass.")).state == "resolved"
+
+
+def test_a_question_about_the_works_own_state_is_answered_only_by_its_success() -> None:
+    """"did the tests pass?" answered "Not yet; 3 tests are still red" is an answer, and the work is not done."""
+    for ask, reply in (("did the tests pass?", "Not yet; 3 tests are still red."),
+                       ("what's the status of the deploy?", "The pod keeps restarting with CrashLoopBackOff."),
+                       ("部署成功了吗？", "还在重启，日志里是内存不足。")):
+        assert _verdict(u("fix the login"), a("Fixed."), u(ask), a(reply)).state != "resolved", ask
+    # a success that survives the vetoes still resolves it
+    assert _verdict(u("did the tests pass?"), a("Yes: all tests pass (42 passed).")).state == "resolved"

@@ -150,6 +150,14 @@ _OWN_FAILURE = re.compile(
     r"|didn[’']?t manage)\b|\bi[’']m (?:unable|not able)\b|(?:hit|reached) (?:the|my|a) (?:(?:\w|-)+ ){0,2}limit"
     r"|ran out of (?:time|budget|iterations|attempts|turns|tokens)|(?:我|我们)(?:暂时|还是|仍然)?(?:无法|没能|未能|不能)"
     r"|\b(?:não consegui|no pude|n'ai pas pu)\b", re.I)
+# A question about the state of the work itself ("did the tests pass?", "is it deployed?", "what's the status of the
+# deploy?", "成功了吗"): its answer is the work's outcome, so only a claim of success that survives the vetoes resolves
+# it; "Not yet; 3 tests are still red" answers the question and reports the work unfinished.
+_STATUS_ASK = re.compile(
+    r"\b(?:did|does|do|is|are|has|have|was|were) (?:it|this|that|they|everything|(?:all )?the \w+(?: \w+)?) (?:now )?"
+    r"(?:work|pass|succeed|build|deploy|run|finish|complete|done|working|fixed|passing|green|deployed|finished|ready"
+    r"|built|merged|pushed)\b|\bwhat(?:[’']s| is) the (?:status|state|outcome|result)\b"
+    r"|(?:成功|好|通过|完成|修好|部署好|跑通)了(?:吗|没|没有)|是否(?:成功|通过|完成)", re.I)
 # A problem report phrased as a question ("why does the build fail?") is answered only by a fix.
 _PROBLEM = re.compile(
     r"\b(?:fail\w*|error\w*|broken|crash\w*|bug|exception|issues?|problems?|not working|doesn'?t work|won'?t)\b"
@@ -422,7 +430,7 @@ def _answered(ask: str, tail: Sequence[Message]) -> str | None:
     if review:
         pass  # a review is asked for its findings, "potential issues" included
     elif not (text or (prose and _INFO_ASK.search(prose))) or (_WORK_REQUEST.search(prose) and not text) \
-            or _PROBLEM.search(prose) or _AND_WORK.search(prose):
+            or _PROBLEM.search(prose) or _AND_WORK.search(prose) or _STATUS_ASK.search(prose):
         return None  # "explain the flow and then fix the handler" asks for work as well as an answer
     replies = _replies(tail)
     if not replies or _announces(replies[-1]):
