@@ -866,3 +866,15 @@ def test_a_question_about_the_works_own_state_is_answered_only_by_its_success() 
         assert _verdict(u("fix the login"), a("Fixed."), u(ask), a(reply)).state != "resolved", ask
     # a success that survives the vetoes still resolves it
     assert _verdict(u("did the tests pass?"), a("Yes: all tests pass (42 passed).")).state == "resolved"
+
+
+def test_ok_or_done_after_a_step_handed_to_the_user_does_not_close_the_work() -> None:
+    """"Run `make migrate` and tell me when it's done." → "done": the user did the step; nobody saw its result."""
+    for reply, ack in (("Run `make migrate` and tell me when it's done.", "done"),
+                       ("I changed the cookie flag. Please restart the server and try again.", "ok"),
+                       ("已修改配置，请刷新页面试试。", "好的")):
+        assert _verdict(u("fix the login"), a(reply), u(ack)).state != "resolved", ack
+    # a confirmation still closes, and so does an ack of a plain report
+    assert _verdict(u("fix the login"), a("Changed the flag. Please restart and try again."), u("perfect, it works")
+                    ).state == "resolved"
+    assert _verdict(u("fix the login"), a("Fixed: the cookie is secure now, tests pass."), u("ok")).state == "resolved"

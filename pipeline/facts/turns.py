@@ -8,7 +8,9 @@ chain stays one-way: extractive → endstate → turns.
   pure paste (logs/tracebacks/code with no prose line), or a short acknowledgement.
 * Acks come in two kinds: "thanks, that's all"/"looks good" *close* the work; "continue"/"yes"/"继续"
   hand the turn back to the agent (*go*), so what follows them is still the answer to a request. A
-  bare "ok"/"好的" is *go* after an assistant question and *close* otherwise.
+  bare "ok"/"好的" is *go* after an assistant question and *close* otherwise; "ok"/"done" after a
+  step handed to the user ("restart the server and try again") is *go*: it says the user did it,
+  not that it worked.
 * Whatever comes after a closer ("👍") says nothing about the work, so outcomes are judged on the
   messages before it (``_until_closer``).
 
@@ -196,11 +198,32 @@ def _ack_role(msgs: Sequence[Message], i: int) -> str:
         return "close"
     if _has(text, _YES):
         return "go"
-    if _has(text, _PLEASED):
-        return "close"
     prev = next((msgs[j] for j in range(i - 1, -1, -1) if msgs[j].role == "assistant" and msgs[j].content.strip()),
                 None)
+    # "done" / "ok" after "Run `make migrate` and tell me when it's done" or "Restart the server and try again": the
+    # user did (or will do) the step, which says nothing of its result. A confirmation ("it works", "perfect") closes.
+    if prev is not None and _has(text, _DID_IT) and not _has(text, _CONFIRMS) and _asks_user_to_act(prev.content):
+        return "go"
+    if _has(text, _PLEASED):
+        return "close"
     return "go" if prev is not None and prev.content.rstrip().endswith(("?", "？")) else "close"
+
+
+#: Acks that only say the user did (or will do) something, and the ones that say it worked.
+_DID_IT = ("done", "ok", "okay", "好的", "好", "行", "嗯", "可以")
+_CONFIRMS = tuple(w for w in _PLEASED if w != "done")
+#: The last sentence of a reply that hands the user a step to do: "restart the server and try again", "run `x` and
+#: tell me", "请刷新页面", "试试看". Only its last two lines are read: linear however long the reply.
+_USER_STEP = re.compile(
+    r"\b(?:try (?:it |this |again|now)|restart|refresh|reload|re-?run|run\b|rebuild|reinstall|clear (?:the |your )?cache"
+    r"|let me know|tell me|report back|check (?:whether|if|that)|please (?:run|try|restart|refresh|test|check|open|paste"
+    r"|send|share|confirm))|请(?:您|你)?(?:刷新|重启|运行|执行|再试|试|测试|检查|确认|告诉我)|试试|刷新(?:页面|一下)|重启(?:一下|服务)",
+    re.I)
+
+
+def _asks_user_to_act(reply: str) -> bool:
+    tail = [ln.strip() for ln in _FENCE.sub("\n", reply).splitlines() if ln.strip()][-2:]
+    return any(_USER_STEP.search(ln) for ln in tail)
 
 
 def _until_closer(msgs: Sequence[Message]) -> tuple[list[Message], bool]:
