@@ -878,3 +878,14 @@ def test_ok_or_done_after_a_step_handed_to_the_user_does_not_close_the_work() ->
     assert _verdict(u("fix the login"), a("Changed the flag. Please restart and try again."), u("perfect, it works")
                     ).state == "resolved"
     assert _verdict(u("fix the login"), a("Fixed: the cookie is secure now, tests pass."), u("ok")).state == "resolved"
+
+
+def test_a_claim_with_failures_or_parts_left_is_not_resolved() -> None:
+    for text in ("Updated the fixtures. 2 tests failed, the rest pass.", "Done, except the settings page, which I skipped.",
+                 "Added login. TODO: logout and password reset.", "已完成三个服务的迁移，剩下两个需要凭证。"):
+        v = _verdict(u("finish the migration"), a(text))
+        assert v.state == "unresolved" and "left" in v.reason, text
+    # failures the reply says the work did not cause, and "the rest" of something untouched, leave nothing
+    assert _verdict(u("fix the parser"), a("Fixed the parser; its tests pass. 2 failed (unrelated, pre-existing).")
+                    ).state == "resolved"
+    assert _verdict(u("改一下标题"), a("已更新标题，剩下的代码不变。")).state == "resolved"
