@@ -48,9 +48,11 @@ TEST_GATES: dict[str, Gate] = {
 #: Raised 2026-12-05 by "a claim after a source change nothing ran on is unknown": end state 0.9189 (from
 #: 0.8919), and the one known dev false success (doc-processor-langgraph-design: a six-block plan whose last
 #: applied block claimed done, nothing ever run) is gone, so none is allowed.
-#: Raised 2026-12-06 by files a reply says it moved (listed at the new path only): file precision 0.9823.
+#: Raised 2026-12-06 by files a reply says it moved (listed at the new path only): file precision 0.9823; and by
+#: the end-state round on unseen sessions: end state 1.00 (from 0.9211): a request for a text (commit message), a
+#: review of a plan, and a trajectory's "Say …" are answered.
 DEV_FLOORS: dict[str, Gate] = {
-    "extractive": Gate(file_recall=0.96, file_precision=0.97, decision_recall=0.76, end_state_correct=0.91,
+    "extractive": Gate(file_recall=0.96, file_precision=0.97, decision_recall=0.76, end_state_correct=1.0,
                        language_match=1.0, false_success_max=0),
     LOCAL_LLM: Gate(file_recall=0.9, decision_recall=0.75, end_state_correct=1.0, language_match=1.0),
 }

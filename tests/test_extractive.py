@@ -853,3 +853,244 @@ def test_the_answer_an_analysis_gives_in_a_heading_is_its_decision() -> None:
     s = sess(u("is the database the bottleneck?"), a(reply))
     assert [d.choice for d in summarise_extractive(s, [], derive_facts(s)).decisions] == [
         "Answer: No — the delay comes from the queue, not from the database", "结论：瓶颈在队列，而不是数据库"]
+
+
+def test_a_failure_word_that_names_a_condition_reports_no_failure() -> None:
+    """Class seen on an unseen Cursor export: a change list "回退逻辑 | 查询失败时回退到本地库" (falls back when the
+    query fails) read as "the final reply says it could not be done", on a push the user had asked for and got."""
+    for text in ("已完成。回退逻辑：向量库查询失败时回退到本地库。", "已完成：远程库连接失败的话使用缓存。",
+                 "Done: the client now retries if the upload cannot reach the bucket.",
+                 "Fixed. The worker falls back to polling when the socket can't connect."):
+        assert _verdict(u("add the fallback"), a(text)).state == "resolved", text
+    # a failure the sentence reports as an event, or past a conjunction, still counts
+    for text in ("When I ran the build, it couldn't find the module.", "I checked if the port was free but couldn't bind it.",
+                 "Done with the config, but the deploy failed to start.", "构建失败，无法启动。"):
+        assert _verdict(u("deploy it"), a(text)).state != "resolved", text
+    # "当前" (current) is no condition
+    assert _verdict(u("部署"), a("已更新配置。当前构建失败。")).state != "resolved"
+
+
+def test_chinese_claims_say_pushed_merged_implemented_and_resolved_as_english_does() -> None:
+    """English claims "pushed", "merged", "implemented", "resolved"; the Chinese replies of an unseen Cursor export
+    said "代码已推送到远程仓库" after a push whose output showed the new commit, and claimed nothing."""
+    for text in ("## ✅ 代码已推送到远程仓库！", "分支已经合并到 main。", "登录限流已实现。", "问题已解决。", "推送成功。"):
+        assert _verdict(u("提交并推送"), a(text)).state == "resolved", text
+    # negated or pending, they claim nothing
+    for text in ("代码还没有推送成功。", "合并后会推送到远程仓库。", "推送尚未完成。"):
+        assert _verdict(u("提交并推送"), a(text)).state != "resolved", text
+
+
+def test_a_tool_notice_in_the_users_role_is_no_ask_and_not_typed() -> None:
+    """VS Code Copilot posts a finished terminal's output as a user message ("[Terminal <id> notification: command
+    completed …] Terminal output: …", English); so does Hermes for a background process. In an unseen Chinese
+    export five such notices made the session English and the last of them was taken for the user's last ask."""
+    from pipeline.facts.turns import _kind, typed_by_user
+
+    notices = ("[Terminal 3ad710f5-ec4c-486e-8461-5d5bf1ebc23f notification: command completed with exit code 1. The "
+               "terminal has been cleaned up.]\nTerminal output:\n$ make build\nfatal error: missing dependency file",
+               "[IMPORTANT: Background process proc_4c26c00fbcf7 completed (exit code -15).\nCommand: npm run dev\n"
+               "Output:\n]")
+    for text in notices:
+        assert _kind(u(text)) is None and not typed_by_user(u(text)), text[:30]
+    s = sess(u("修复插件的构建"), a("已修复构建脚本。"), u(notices[0]), a("我先清理构建目录，再重新构建。"))
+    assert derive_facts(s).language == "zh"
+    # the last ask is still the user's own, and a user who writes "[Terminal" about a terminal is still asking
+    assert _kind(u("[Terminal] output is garbled after the update, fix the encoding")) == "ask"
+
+
+def test_a_chinese_reply_that_announces_its_next_step_stopped_mid_work() -> None:
+    """"我先清理构建目录，再重新执行构建脚本。" ends an unseen Copilot export: the Chinese of "First I'll…"."""
+    for text in ("我先在 WSL 里清理构建目录，再重新执行 `build.sh`。", "我马上检查日志。", "我们接着修改配置文件。"):
+        v = _verdict(u("修复构建"), a("构建脚本已更新。"), a(text))
+        assert v.state == "unresolved" and "mid-work" in v.reason, text
+    # a reply that only mentions what was done first is a report, not an announcement
+    assert _verdict(u("修复构建"), a("已修复：先清理了构建目录，再重新构建，构建通过。")).state == "resolved"
+
+
+def test_a_request_for_steps_is_answered_by_the_steps() -> None:
+    """"give me steps to do this <the app's message>" asks for instructions, delivered in the reply (an unseen
+    Codex session read unknown after answering it with the commands to run)."""
+    steps = "Run these:\n\n```bash\ncli config set --url devnet\ncli create-account MINT\n```\n\nThen retry the deposit."
+    for ask in ("give me steps to do this Your account has no token account for this mint. Create it first.",
+                "walk me through setting up the devnet wallet", "给我配置钱包的具体步骤"):
+        v = _verdict(u("add the deposit button"), a("Added the deposit button; the build passes."), u(ask), a(steps))
+        assert v.state == "resolved" and "answers" in v.reason, ask
+    # still not when the reply sets out to change files, or the ask reports a failure
+    assert _verdict(u("give me the steps and apply them"), *_write("w", "src/wallet.ts"), a(steps)).state != "resolved"
+    assert _verdict(u("give me steps to fix this error: deposit fails"), a(steps)).state != "resolved"
+
+
+def test_a_request_for_a_text_is_answered_by_the_text() -> None:
+    """"Please write a commit message for these changes" asks for prose the reply delivers, politely or not
+    (a dev Copilot session and a trajectory's "Say '…' and nothing else" read unknown)."""
+    msg = "```\nrefactor: move the undo module under src/undo\n\n- update import paths\n```"
+    for ask in ("Please write a commit message for that and the recent changes.", "draft the PR description",
+                "Say 'Hello from the smoke test!' and nothing else.", "帮我写一个提交信息"):
+        v = _verdict(u("move the undo module"), a("Moved it. Done."), u(ask), a(msg))
+        assert v.state == "resolved" and "text" in v.reason, ask
+    # prose that is part of the code is work; so is a text written into a file
+    assert _verdict(u("please write a better error message for the parser"), a("```python\nraise ParseError(...)\n```")
+                    ).state != "resolved"
+    assert _verdict(u("write the release notes"), *_write("w", "docs/RELEASE.md"), a("Wrote them.")).state != "resolved"
+    # a text that comes with work: the message alone is not what was asked
+    assert _verdict(u("Please write a commit message and push the changes."), a(msg)).state != "resolved"
+    assert _verdict(u("写一个提交信息并推送到远程"), a(msg)).state != "resolved"
+
+
+def test_a_review_of_a_plan_is_answered_by_its_findings() -> None:
+    """A dev Codex session: "Review this implementation plan … potential issues"; the review says what the plan
+    "cannot represent" and read as "the final reply says it could not be done"."""
+    findings = ("**Findings**\n1. The proposed dispatch only supports one non-text input and cannot represent mixed "
+                "inputs.\n2. A placeholder string can't serve as the retrieval payload.\n\n**Recommended Shape**\n"
+                "Keep `content` as meaningful text and store the media reference separately.")
+    ask = "Review this implementation plan for media support. Focus on correctness and potential issues."
+    v = _verdict(u(ask), a(findings))
+    assert v.state == "resolved" and "review" in v.reason
+    assert _verdict(u("评审一下这个缓存方案，看看有什么问题"), a("方案的问题：缓存无法按用户失效。建议加上版本号。")).state == "resolved"
+    # the agent's own failure still counts, and a review that also asks for the work is work
+    assert _verdict(u(ask), a("I couldn't open the plan file, so this is partial.\n\n" + findings)).state != "resolved"
+    assert _verdict(u("Review the migration plan and then implement it."), a(findings)).state != "resolved"
+    # outside a review, the same words still report a failure
+    assert _verdict(u("add media support"), a("Added the fields, but the dispatch cannot represent mixed inputs.")
+                    ).state != "resolved"
+
+
+def _shell(cid: str, output: str, failed: bool = False, name: str = "PowerShell") -> list[Message]:
+    """A shell call as a SpecStory export keeps it: no arguments, the output as the result."""
+    return [a("", calls=(ToolCall(id=cid, name=name, arguments={}),)),
+            Message(role="tool", tool_call_id=cid, content=("Exit code 1\n" if failed else "") + output
+                    + ("\nError: KeyError 'dept'" if failed else ""))]
+
+
+def test_a_question_answered_from_a_script_the_agent_ran_is_answered() -> None:
+    """An unseen analytics session: each question is answered from a script the agent wrote and ran; the last one
+    read unknown because a reply on the way said "Let me check the departments first, then build the comparison"."""
+    ask = u("Compare the mean and median gap between orders for users who buy fruit vs users who buy wine.")
+    plan = a("Let me check the department names first, then build the comparison.")
+    answer = a("## Result\n\n| group | mean | median |\n|---|---:|---:|\n| fruit | 10.6 | 7 |\n| wine | 13.6 | 10 |\n\n"
+               "Wine-only buyers order less often.")
+    v = _verdict(ask, plan, *_shell("c1", "4 fruit\n5 wine"), *_write("w", "gap_by_dept.py"), *_shell("c2", "mean 10.6"),
+                 answer)
+    assert v.state == "resolved" and "question" in v.reason
+    # the script's run failed, or nothing ran after it, or an existing file was changed: no answer to rest on
+    assert _verdict(ask, plan, *_write("w", "gap_by_dept.py"), *_shell("c2", "", failed=True), answer).state != "resolved"
+    assert _verdict(ask, plan, *_shell("c1", "4 fruit"), *_write("w", "gap_by_dept.py"), answer).state != "resolved"
+    edit = [a("", calls=(ToolCall(id="e", name="edit_file", arguments={"path": "src/report.py", "old_string": "a",
+                                                                        "new_string": "b"}),)),
+            Message(role="tool", tool_call_id="e", content=json.dumps({"success": True}))]
+    assert _verdict(ask, plan, *edit, *_shell("c2", "ok"), answer).state != "resolved"
+    # a request for work is still work
+    assert _verdict(u("add a chart that compares fruit and wine buyers"), plan, *_write("w", "chart.py"),
+                    *_shell("c2", "ok"), answer).state != "resolved"
+
+
+def test_complaints_and_problem_reports_in_the_sessions_own_language() -> None:
+    """Unseen Spanish and Turkish sessions say "No funciona la eliminación masiva", "Los botones siguen ahí",
+    "hâlâ çok problem var"; only English and Chinese complaints and problem words were known."""
+    for ask in ("No funciona el botón de borrar", "Los botones siguen ahí", "ainda não funciona o login",
+                "ça ne marche toujours pas", "es geht immer noch nicht", "всё ещё не работает", "hâlâ çalışmıyor"):
+        assert _verdict(u("fix the delete button"), a("Fixed it."), u(ask), a("Let me look at the handler again.")
+                        ).state == "unresolved", ask
+    # a problem asked about as a question is answered by a fix, not by an explanation
+    for ask in ("¿Por qué falla el login?", "por que dá erro no login?", "почему ошибка при входе?", "neden çöktü?"):
+        assert _verdict(u(ask), a("The session cookie is not sent over plain HTTP.")).state != "resolved", ask
+    assert _verdict(u("¿Cómo se configura el puerto?"), a("Con la variable `PORT` en `.env`.")).state == "resolved"
+
+
+def test_failure_and_next_step_wording_in_the_replies_language() -> None:
+    """Replies follow the user: a Spanish, Portuguese or Russian reply that says it could not do it, or that stops on
+    its next step, is no answer."""
+    for text in ("No se pudo conectar con la base de datos.", "Não pude aplicar a migração.",
+                 "Не удалось запустить сервер.", "Derleme başarısız."):
+        assert _verdict(u("¿cómo está el despliegue?"), a(text)).state != "resolved", text
+    for text in ("Vamos a verificar los commits remotos.", "Vou verificar o arquivo de configuração.",
+                 "Давайте проверим логи сервера.", "Lass mich die Logs prüfen."):
+        v = _verdict(u("fix the sync"), a("Updated the config."), a(text))
+        assert v.state == "unresolved" and "mid-work" in v.reason, text
+    # a report that only uses the words is still a report
+    assert _verdict(u("¿qué hace vamos.py?"), a("`vamos.py` arranca el servidor.")).state == "resolved"
+
+
+def test_an_edit_the_harness_could_not_apply_vetoes_the_claim() -> None:
+    """aider prints "The LLM did not conform to the edit format" / "SEARCH/REPLACE block failed to match" when the
+    reply's edit blocks do not apply: the reply's "Done" then describes an edit that is not on disk."""
+    claim = a("I've fixed the low-speed slip in `Wheel.cs`. Done.")  # its edit never applied: no "Applied edit"
+    failed = Message(role="system", content="Tokens: 21k sent, 4.7k received.\nThe LLM did not conform to the edit "
+                                            "format.\n# 1 SEARCH/REPLACE block failed to match!")
+    v = _verdict(u("fix the slip at low speed"), claim, failed)
+    assert v.state == "unresolved" and "could not apply" in v.reason
+    # a retry that applied is the last word
+    retry = [a("Here is the corrected block. Done.", calls=(ToolCall(id="e2", name="aider_apply_edit",
+                                                                     arguments={"path": "Wheel.cs"}),)),
+             Message(role="tool", tool_call_id="e2", content="Applied edit to Wheel.cs")]
+    assert "could not apply" not in _verdict(u("fix the slip at low speed"), claim, failed, *retry).reason
+
+
+def test_a_codex_turn_the_user_aborted_after_the_claim_is_not_resolved() -> None:
+    """Codex writes "<turn_aborted> The user interrupted the previous turn on purpose…" when the user stops a turn;
+    like Claude Code's "[Request interrupted by user]", it outranks a claim made before it."""
+    aborted = Message(role="system", content="<turn_aborted>\nThe user interrupted the previous turn on purpose. Any "
+                                             "running processes may still be running.\n</turn_aborted>")
+    start = a("Fixed the vault init; `npm run build` passes. Starting the dev server to check the page.",
+              calls=(ToolCall(id="d", name="exec_command", arguments={"cmd": "npm run dev"}),))
+    v = _verdict(u("fix the vault init"), start, Message(role="tool", tool_call_id="d", content="aborted by user after 31.2s"),
+                 aborted)
+    assert v.state == "unresolved" and "harness" in v.reason
+
+
+def test_a_question_that_also_asks_for_the_work_is_not_answered_by_an_answer() -> None:
+    steps = "1. Open the settings.\n2. Set the redirect URL.\n3. Restart the server."
+    for ask in ("give me the steps and then apply them", "explain the login flow and then fix the redirect",
+                "解释一下登录流程，然后修复跳转"):
+        assert _verdict(u(ask), a(steps)).state != "resolved", ask
+    assert _verdict(u("explain the login flow"), a(steps)).state == "resolved"
+
+
+def test_a_symptom_asked_about_is_a_problem_only_a_fix_answers() -> None:
+    """"why is the signup page blank?" reports a problem as "why does the build fail?" does; its diagnosis is no fix."""
+    for ask in ("now the signup page is blank, why?", "why does the request hang?", "为什么页面白屏？",
+                "por que o build quebra?", "why can't it connect to the database?"):
+        assert _verdict(u(ask), a("The page imports a module that is missing from the bundle.")).state != "resolved", ask
+    assert _verdict(u("why do we use a blank line before returns?"), a("Readability.")).state != "resolved"  # the price
+    assert _verdict(u("which port does the server use?"), a("8080.")).state == "resolved"
+
+
+def test_a_claim_the_reply_says_is_unchecked_is_unknown() -> None:
+    for text in ("Fixed the handler. I haven't run the tests yet.", "Done; the migration is untested.",
+                 "已修复登录逻辑，还没有测试。"):
+        v = _verdict(u("fix the login"), a(text))
+        assert v.state == "unknown" and "not checked" in v.reason, text
+    assert _verdict(u("fix the login"), a("Fixed the handler; I ran the tests and all pass.")).state == "resolved"
+
+
+def test_a_question_about_the_works_own_state_is_answered_only_by_its_success() -> None:
+    """"did the tests pass?" answered "Not yet; 3 tests are still red" is an answer, and the work is not done."""
+    for ask, reply in (("did the tests pass?", "Not yet; 3 tests are still red."),
+                       ("what's the status of the deploy?", "The pod keeps restarting with CrashLoopBackOff."),
+                       ("部署成功了吗？", "还在重启，日志里是内存不足。")):
+        assert _verdict(u("fix the login"), a("Fixed."), u(ask), a(reply)).state != "resolved", ask
+    # a success that survives the vetoes still resolves it
+    assert _verdict(u("did the tests pass?"), a("Yes: all tests pass (42 passed).")).state == "resolved"
+
+
+def test_ok_or_done_after_a_step_handed_to_the_user_does_not_close_the_work() -> None:
+    """"Run `make migrate` and tell me when it's done." → "done": the user did the step; nobody saw its result."""
+    for reply, ack in (("Run `make migrate` and tell me when it's done.", "done"),
+                       ("I changed the cookie flag. Please restart the server and try again.", "ok"),
+                       ("已修改配置，请刷新页面试试。", "好的")):
+        assert _verdict(u("fix the login"), a(reply), u(ack)).state != "resolved", ack
+    # a confirmation still closes, and so does an ack of a plain report
+    assert _verdict(u("fix the login"), a("Changed the flag. Please restart and try again."), u("perfect, it works")
+                    ).state == "resolved"
+    assert _verdict(u("fix the login"), a("Fixed: the cookie is secure now, tests pass."), u("ok")).state == "resolved"
+
+
+def test_a_claim_with_failures_or_parts_left_is_not_resolved() -> None:
+    for text in ("Updated the fixtures. 2 tests failed, the rest pass.", "Done, except the settings page, which I skipped.",
+                 "Added login. TODO: logout and password reset.", "已完成三个服务的迁移，剩下两个需要凭证。"):
+        v = _verdict(u("finish the migration"), a(text))
+        assert v.state == "unresolved" and "left" in v.reason, text
+    # failures the reply says the work did not cause, and "the rest" of something untouched, leave nothing
+    assert _verdict(u("fix the parser"), a("Fixed the parser; its tests pass. 2 failed (unrelated, pre-existing).")
+                    ).state == "resolved"
+    assert _verdict(u("改一下标题"), a("已更新标题，剩下的代码不变。")).state == "resolved"

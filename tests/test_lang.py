@@ -109,3 +109,32 @@ def test_a_foreign_line_in_the_middle_of_english_does_not_flip_the_session() -> 
     english = [f"please fix the parser tests and then {PROMPT[:200]}", "now run the whole suite again and show me",
                "and commit it with a message that says what changed in the parser"]
     assert session_language([*english, "翻译这个：你好世界"], []) == "en"
+
+
+def test_what_a_harness_adds_inside_a_typed_message_is_not_the_users_language() -> None:
+    """Claude Code's IDE line and Hermes's image description are English whatever the user types."""
+    ide = ("<ide_opened_file>The user opened the file d:\\app\\src\\main\\java\\Service.java in the IDE. This may or may "
+           "not be related to the current task.</ide_opened_file>\n\n")
+    assert session_language([ide + "你好", ide + "看看这个类"], []) == "zh"
+    image = ("[The user attached an image. Here's what it contains:\nThe screenshot shows a settings page with a dark "
+             "header, a [Save] button and a form of four text fields. The overall look is clean and modern, and the "
+             "labels are in a small grey sans-serif font that is easy to read on the light background.]\n"
+             "[If you need a closer look, use vision_analyze with image_url: /tmp/shot.png]\n\n")
+    assert session_language([image + "把按钮改成蓝色", image + "标题太大了"], []) == "zh"
+    # a note that failed to analyse, with no hint line, ends at its own "]"
+    failed = "[The user attached an image but it couldn't be analyzed. Ask the user what it shows if you need it.]\n\n"
+    assert session_language([failed + "这个页面白屏了", "还是白屏"], []) == "zh"
+    # what the user typed in English stays English
+    assert session_language([ide + "please rename the service and update every caller"], []) == "en"
+
+
+def test_harness_text_removal_is_linear_on_unclosed_tags_and_notes() -> None:
+    import time
+
+    from pipeline.facts.lang import _typed_part
+
+    for text in ("<ide_opened_file>" * 50_000, "[The user attached an image" * 50_000,
+                 "<ide_selection>x</ide_selection>" * 50_000):
+        t0 = time.perf_counter()
+        _typed_part(text)
+        assert time.perf_counter() - t0 < 2.0

@@ -19,17 +19,21 @@ The judgement is about the *last turn*: the last ask, or a later ack that hands 
   transcript ends on a tool call or result (unless the last reply already reported the work done),
   inside a code block, on a colon, or on an announcement of the next step ("let me …", "让我…").
 * **failed / unresolved**: the final reply says it could not do it ("couldn't", "still failing",
-  "无法", "não consegui"): failed if a tool failure is still unfixed, unresolved otherwise.
+  "无法", "não consegui"): failed if a tool failure is still unfixed, unresolved otherwise. A
+  failure word that only names a condition ("falls back when the query 失败时") says nothing, and
+  in a review of a plan only the agent's own failure counts ("I couldn't open the spec"): what
+  the review finds the plan cannot do is its answer.
 * **unresolved**: the last ask is a complaint ("still broken", "还是不行") and the final reply
   does not claim a fix.
 * **resolved**: the final reply claims completion ("done", "tests pass", "已修复", "concluído")
   with no failure wording; but **unknown** if a tool failure is still unfixed, since the claim
   and the evidence disagree.
 * **unresolved**: the final reply ends on a question to the user, who never answered or closed.
-* **resolved**: the user closed the work, or the last turn was a question or a request for
-  information (not a request for work, not a problem report such as "why does the build fail?",
-  which only a fix answers) and the agent answered it without changing a file or announcing
-  further work.
+* **resolved**: the user closed the work, or the last turn was a question, a request for
+  information or instructions ("give me steps to …"), for a text the reply delivers ("write a
+  commit message for these changes") or for a review of a plan or design, not a request for work
+  nor a problem report such as "why does the build fail?", which only a fix answers, and the agent
+  answered it without changing a file or announcing further work.
 * **unknown**: anything else.
 
 The completion and failure wording (``_DONE``, ``_FAILED``, ``_claims_done``) and the tool signal
@@ -62,6 +66,8 @@ _DONE = re.compile(
     r"\b(?:done|fixed|resolved|completed?|implemented|added|created|updated|committed|pushed|merged|"
     r"(?:all )?(?:\d+ )?tests? (?:now )?pass(?:es|ed|ing)?|works now|now works|finished)\b"
     r"|已完成|完成了|已修复|修复了|搞定|已提交|已创建|已添加|已更新|测试通过|全部通过"
+    # the Chinese of "pushed", "merged", "implemented", "resolved" above
+    r"|已(?:经)?(?:推送|合并|实现|解决)|(?:推送|合并)成功|成功(?:推送|合并)"
     r"|(?:我|我们)(?:已经|已)[^。！？\n]{0,40}?(?:修改|替换|更新|添加|删除|移除|改|实现|完成|修复|创建|调整|重构)"
     # pt/es/fr/de: the session's own language, since replies follow the user
     r"|\b(?:conclu[íi]d[oa]s?|resolvid[oa]s?|corrigid[oa]s?|com sucesso|resuelt[oa]s?|corregid[oa]s?|con éxito"
@@ -70,30 +76,102 @@ _FAILED = re.compile(
     r"\b(?:still (?:fail\w*|broken|errors?|crash\w*)|couldn'?t|could not|can'?t|cannot|unable to|failed to|"
     r"not able to|doesn'?t work|blocked|(?:hit|reached) (?:the|my|a) (?:(?:\w|-)+ ){0,2}limit"
     r"|ran out of (?:time|budget|iterations|attempts|turns|tokens))\b|无法|失败|仍然报错|还是报错|没能"
-    r"|\b(?:não (?:consegui|foi possível)|falhou|no (?:pude|fue posible)|falló|n'ai pas pu|échoué|konnte nicht"
-    r"|fehlgeschlagen)\b", re.I)
+    r"|\b(?:não (?:consegui|foi possível|pude)|falhou|no (?:pude|fue posible|se pudo|he podido|logr[ée])|falló"
+    r"|n'ai pas pu|échoué|konnte nicht|fehlgeschlagen"
+    r"|не удалось|не получилось|не смог(?:ла|ли)?|başarısız|yapamadım|başaramadım)\b", re.I)
 _USER_UNHAPPY = re.compile(
     r"\b(?:still (?:broken|failing|fails|not|doesn'?t|the same)|doesn'?t work|not working|didn'?t work|same error|"
     r"try again|wrong|no (?:change|effect)|nothing changed)\b|还是不行|不行|没用|报错|还是错|还是这样|没有(?:改变|变化|效果|生效)"
-    r"|没效果|没生效", re.I)
+    r"|没效果|没生效"
+    # the session's own language, as the replies' tables have it: "No funciona", "Los botones siguen ahí", "ainda não
+    # funciona", "ne marche toujours pas", "geht immer noch nicht", "всё ещё не работает", "hâlâ çalışmıyor"
+    r"|\b(?:no (?:funciona|sirve|cambi[óo]|pasa nada)|sigue(?:n)? (?:sin|igual|ah[ií]|fallando|dando)|todav[ií]a no"
+    r"|a[uú]n no|mismo error|n[ãa]o (?:funciona|funcionou|mudou|deu certo|resolveu)|ainda n[ãa]o|continua (?:igual|dando"
+    r"|com|sem)|mesmo erro|nada mudou|ne (?:marche|fonctionne) (?:toujours )?pas|toujours pas|m[êe]me erreur"
+    r"|(?:funktioniert|geht|klappt) (?:immer noch |noch )?nicht|immer noch|gleiche[rn]? fehler"
+    r"|не работа\w*|вс[её] ещ[её]|по-прежнему|та же ошибка|ничего не изменилось|не получилось|не помогло"
+    r"|çalışmıyor|hâlâ|hala (?:çalışmıyor|aynı|olmuyor|hata)|aynı hata|olmadı|düzelmedi|değişmedi)\b", re.I)
 # The agent announces work it then never does: the export stopped mid-turn.
 _NEXT_STEP = re.compile(
     r"^(?:(?:alright|all right|ok(?:ay)?|now|next|so|then|first)[,\s]+)*(?:let me(?! know)|let[’']s|i[’']m going to|"
     r"i am going to|(?:i|we)(?:[’']ll| will) (?:now|next|start|begin|proceed|go ahead|run|check|look|update|fix|add|"
     r"create|write|read|apply|edit|modify|implement|commit|push|test|try|investigate|search|open|install|remove|"
-    r"delete|continue))\b|^(?:现在|接下来|下面|然后|首先)?[，,]?(?:让我|我来|我将|我们来|让我们)", re.I)
+    r"delete|continue))\b|^(?:现在|接下来|下面|然后|首先)?[，,]?(?:让我|我来|我将|我们来|让我们"
+    # "我先清理构建目录，再重新构建" (I'll first…), "我马上/这就/接着…": the Chinese of "first I'll", "I'll now"
+    r"|(?:我|我们)(?:先|马上|这就|接着))"
+    # "Vamos a verificar…", "Vou verificar…", "Je vais…", "Lass mich…", "Давайте проверим…", "Сейчас я проверю…"
+    r"|^(?:(?:ahora|agora|maintenant|jetzt|теперь|сейчас)[,\s]+)?(?:voy a|vamos a|d[ée]jame|perm[íi]teme|vou|vamos"
+    r"|deixe-me|deixa eu|je vais|laissez-moi|voyons|ich werde|lass mich|lassen sie mich|давай(?:те)?"
+    r"|я (?:сейчас )?(?:проверю|посмотрю|исправлю|добавлю|создам|запущу|изменю|обновлю))(?![^\W\d_])", re.I)
 # A request for an answer rather than for work: its deliverable is the reply itself.
 _INFO_ASK = re.compile(
     r"\b(?:explain|summari[sz]e|describe|tell me|show me|list|output|print|direct me|point me|what|why|how|which"
-    r"|where|when|who)\b|解释|說明|说明|总结|總結|介绍|介紹|分析|输出|輸出|列出|告诉我|告訴我|是什么|是什麼|为什么|為什麼"
+    r"|where|when|who|walk me through|analy[sz]e|compare|calculate|compute"
+    # "give me steps to do this …", "give me the exact commands": instructions, delivered in the reply
+    r"|give me (?:the |some |a |an )?(?:exact |detailed |clear |quick |short )?(?:steps|instructions|commands"
+    r"|walkthrough|guide|overview|summary|rundown|breakdown|explanation))\b|给我[^，。！？\n]{0,10}步骤|解释|說明|说明|总结|總結|介绍|介紹|分析|输出|輸出|列出|告诉我|告訴我|是什么|是什麼|为什么|為什麼"
     r"|怎么|怎麼|如何|吗|嗎|是否|有没有|呢[？?]?$|[?？]\s*$", re.I)
 # Work asked for politely as a question ("can you add tests?", "高度可以调整小一些吗").
 _WORK_REQUEST = re.compile(r"\b(?:can|could|would|will) you\b(?!\s+(?:explain|tell|show|describe|summari[sz]e|list))"
                            r"|^please\b|请你|请帮|帮我|帮忙|麻烦|可以|能否|能不能|可不可以|要不要", re.I)
+# A request for a piece of prose the reply itself delivers ("Please write a commit message for these changes",
+# "draft the PR description", "Say 'hello' and nothing else"): asked politely or not, its deliverable is the reply,
+# as a question's is. Only artefacts that are prose by nature: "write an error message" is work on the code.
+_TEXT_ASK = re.compile(
+    r"\b(?:write|draft|compose|suggest|generate|give me|propose|come up with|prepare)(?: (?:me|us))?"
+    r"(?: (?:a|an|the|some|one|two|three|\d+))?(?: [\w-]+)?(?: [\w-]+)? (?:commit messages?|commit titles?"
+    r"|(?:pr|pull request|merge request) (?:descriptions?|titles?|bod(?:y|ies))|release notes|changelog entr(?:y|ies)"
+    r"|e-?mails?|tweets?|taglines?|slogans?|cover letters?)\b"
+    r"|^(?:say|reply with|respond with|answer with)\b"
+    r"|写(?:一个|一段|一条|个|一下)?(?:提交信息|提交说明|commit ?message|邮件|发布说明)", re.I)
+# A request to review a plan, a design or a proposal: the review is the deliverable, and what it finds wrong ("the
+# dispatch cannot represent mixed inputs", "potential issues") is about the plan, not a failure of the work.
+_REVIEW_ASK = re.compile(
+    r"\b(?:review|critique|assess|evaluate|audit|poke holes in|sanity[- ]check)(?: (?:this|the|my|our|that|a))?"
+    r"(?: [\w-]+)?(?: [\w-]+)? (?:plans?|designs?|proposals?|spec(?:ification)?s?|approach|architecture|rfcs?|outline"
+    r"|strateg(?:y|ies))\b|(?:评审|审查|审核|点评)(?:一下)?(?:这个|这份|我的)?[^，。！？\n]{0,8}(?:方案|计划|设计)", re.I)
+# "… and then implement it", "review the spec, then fix what you find", "write a commit message and push": a review
+# or a text that asks for the work too.
+_AND_WORK = re.compile(r"\b(?:then|and|after that|afterwards)\b[^.?!\n]{0,40}?\b(?:implement|apply|fix|update|build|make"
+                       r"|change|execute|write|add|create|refactor|start|commit(?! messages?\b)|push|merge|deploy|send|open|publish)\b"
+                       r"|(?:然后|并|再)[^。！？\n]{0,10}(?:实现|修改|修复|开始|提交|推送|部署|发送)", re.I)
+
+
+def _is_review(prose: str) -> bool:
+    """The ask asks for a review of a plan or a design, and for nothing more (``_REVIEW_ASK``, ``_AND_WORK``)."""
+    return bool(_REVIEW_ASK.search(prose)) and not _WORK_REQUEST.search(prose) and not _AND_WORK.search(prose)
+
+
+# Failure wording about the agent's own attempt, whatever the subject of the rest of the reply: "I couldn't open the
+# repository", "我无法访问", "não consegui".
+_OWN_FAILURE = re.compile(
+    r"\b(?:i|we)(?: (?:still|just|also))? (?:couldn[’']?t|could not|can[’']?t|cannot|wasn[’']?t able|was not able"
+    r"|weren[’']?t able|were not able|am unable|was unable|were unable|failed to|am not able|did not manage"
+    r"|didn[’']?t manage)\b|\bi[’']m (?:unable|not able)\b|(?:hit|reached) (?:the|my|a) (?:(?:\w|-)+ ){0,2}limit"
+    r"|ran out of (?:time|budget|iterations|attempts|turns|tokens)|(?:我|我们)(?:暂时|还是|仍然)?(?:无法|没能|未能|不能)"
+    r"|\b(?:não consegui|no pude|n'ai pas pu)\b", re.I)
+# A question about the state of the work itself ("did the tests pass?", "is it deployed?", "what's the status of the
+# deploy?", "成功了吗"): its answer is the work's outcome, so only a claim of success that survives the vetoes resolves
+# it; "Not yet; 3 tests are still red" answers the question and reports the work unfinished.
+_STATUS_ASK = re.compile(
+    r"\b(?:did|does|do|is|are|has|have|was|were) (?:it|this|that|they|everything|(?:all )?the \w+(?: \w+)?) (?:now )?"
+    r"(?:work|pass|succeed|build|deploy|run|finish|complete|done|working|fixed|passing|green|deployed|finished|ready"
+    r"|built|merged|pushed)\b|\bwhat(?:[’']s| is) the (?:status|state|outcome|result)\b"
+    r"|(?:成功|好|通过|完成|修好|部署好|跑通)了(?:吗|没|没有)|是否(?:成功|通过|完成)", re.I)
 # A problem report phrased as a question ("why does the build fail?") is answered only by a fix.
 _PROBLEM = re.compile(
     r"\b(?:fail\w*|error\w*|broken|crash\w*|bug|exception|issues?|problems?|not working|doesn'?t work|won'?t)\b"
-    r"|失败|报错|错误|异常|不行|无法|没有生效|不工作|崩溃", re.I)
+    r"|失败|报错|错误|异常|不行|无法|没有生效|不工作|崩溃"
+    # pt/es/fr/de/ru/tr: "por que não funciona?", "¿por qué falla?", "почему ошибка?", "neden çöktü?"
+    r"|\b(?:erro|errores|falh\w*|fall[aóo]\w*|n[ãa]o funciona|no funciona|problemas?|excepci[óo]n|exce[çc][ãa]o|erreur\w*"
+    r"|[ée]choue\w*|plante|probl[èe]mes?|ne (?:marche|fonctionne) pas|fehler\w*|schl[äa]gt fehl|funktioniert nicht"
+    r"|absturz\w*|ошибк\w*|не работа\w*|баг\w*|сбо[йи]\w*|пада\w*|проблем\w*|hata\w*|çalışmıyor|çöktü|sorun\w*"
+    r"|quebr\w*)\b"
+    # a symptom is a problem too: "why is the signup page blank?", "页面空白", "按钮没反应"
+    r"|\b(?:blank|stuck|hangs?|hanging|freez\w*|frozen|404|500|not (?:showing|loading|rendering|updating|saving"
+    r"|displaying|responding|appearing)|(?:doesn|isn|won|can)[’']?t(?: [\w-]+){0,3}? (?:show|load|render|update|save|display|respond"
+    r"|appear|connect|start|open|find|log ?in|be found))\b|空白|白屏|不显示|没显示|显示不出|没反应|卡住|卡死|打不开|找不到",
+    re.I)
 _UNDO = re.compile(r"^/(?:undo|rewind|revert)\b", re.I)
 # A run the harness itself reports as failed (ShareGPT ``completed: false``, a request dump written after
 # retries ran out, an iteration budget). Hermes's ordinary closes (``idle_timeout``, ``user_exit``...) are not.
@@ -111,11 +189,17 @@ _PARTICLE_VERB = re.compile(r"(?:log|sign|opt|plug|check|turn|switch|carry|go|we
 # A closing report that says part of the work is still open: remaining failures, work left, not done yet.
 _LEFT_OVER = re.compile(
     r"\b(?:remaining (?:work|failures|issues|tasks|items|problems|errors)|(?:still|are) (?:failing|broken)"
-    r"|(?:\d+|some|few|several) (?:tests? )?(?:still )?(?:fail(?:ing|s)?|broken)|not (?:yet )?(?:complete|finished|done|fixed|implemented)"
+    r"|(?:\d+|some|few|several) (?:tests? |checks? |specs? )?(?:still )?(?:fail(?:ed|ing|s)?|broken)"
+    r"|not (?:yet )?(?:complete|finished|done|fixed|implemented)"
     r"|incomplete|partially (?:done|complete|implemented|fixed)|left to do|yet to be (?:done|fixed|implemented)"
-    r"|work in progress|handoff|hand-off)\b"
+    r"|work in progress|handoff|hand-off|(?:done|finished|complete|completed|implemented|migrated),? except)\b|\btodo:"
     r"|剩余(?:的)?(?:问题|工作|任务|失败)|仍有.{0,12}(?:失败|问题|报错)|还有.{0,12}(?:失败|报错|没有完成|未完成)"
-    r"|未完成|尚未(?:完成|实现|修复)|部分完成|待(?:完成|修复|处理)", re.I)
+    r"|未完成|尚未(?:完成|实现|修复)|部分完成|待(?:完成|修复|处理)"
+    r"|(?:剩下|还剩)(?:的)?[^。！？\n]{0,8}(?:需要|还要|没有|没|未|待|要)", re.I)
+# A failure the same sentence says the work did not cause ("2 failed (unrelated)", "pre-existing failures remain") is
+# not work left over by this task.
+_NOT_OURS = re.compile(r"\b(?:unrelated|pre-?existing|already (?:failing|broken)|existing failures?|flaky)\b"
+                       r"|无关|之前就(?:有|存在)|原有的", re.I)
 
 # A completion word that claims nothing: negated just before it ("didn't complete", "no stages have been
 # completed", "没有完成") or still pending ("once processing is complete", "it will be updated", "ready to be
@@ -171,6 +255,11 @@ _NEEDS_INPUT = re.compile(
     r"|\bneeds? your (?:input|decision|confirmation|choice|approval)\b|\bplease (?:provide|confirm|choose|specify|pick|select)\b"
     r"|\bwhat would you like (?:to do|me to do|to use)\b|\bonce you (?:provide|confirm|choose|tell me|decide|pick)\b"
     r"|需要(?:您|你)(?:的)?(?:确认|提供|选择|决定|输入)|请(?:您|你)?(?:确认|提供|选择|告诉我)|等(?:您|你)(?:确认|回复)", re.I)
+# A claim the reply itself says is unchecked: "Fixed the handler. I haven't run the tests yet.", "untested", "还没有测试".
+_UNVERIFIED = re.compile(
+    r"\b(?:i|we) (?:haven[’']?t|have not|did ?n[’']?t|did not) (?:yet )?(?:run|test(?:ed)?|verif(?:y|ied)|check(?:ed)?"
+    r"|tr(?:y|ied)(?: it)?)\b|\b(?:untested|unverified|not (?:yet )?(?:been )?(?:tested|verified))\b"
+    r"|(?:还|尚)?(?:没有|没|未)(?:运行|跑|测试|验证)", re.I)
 _INSTRUCTION = re.compile(r"(?:please )?(?:do not|don[’']t|never)\b", re.I)
 
 
@@ -238,10 +327,35 @@ _MAY_HAVE_FAILED = Screen([_FAILED])
 
 
 def _says_failed(text: str) -> bool:
-    """Failure wording outside conditionals: "If anything still fails, tell me" offers help, it reports nothing."""
+    """Failure wording outside conditionals: "If anything still fails, tell me" offers help, it reports nothing;
+    nor does a failure the sentence only names as a condition ("falls back to Chroma when pgvector 失败时")."""
     if not _MAY_HAVE_FAILED.may_match(text) or not _FAILED.search(text):
         return False
-    return any(_FAILED.search(s) and not _IF.match(s) for s in _sentences(text))
+    return any(not _IF.match(s) and any(not _conditional(s, m) for m in _FAILED.finditer(s)) for s in _sentences(text))
+
+
+# A failure word that names a condition the work handles, not an outcome: "回退逻辑：pgvector 失败时回退到 Chroma",
+# "retries if the upload cannot reach S3", "whenever the socket is unable to connect". Chinese marks the clause
+# after the word (失败时, 失败的话, 失败则) or before it (如果/一旦/万一 … 失败; never 当, which is also 当前); English by a subordinator a few words
+# before it, in the same clause. "When I ran it, it couldn't find X" tells of an event: only a present-tense
+# failure word ("can't", "cannot", "is unable to", "doesn't work") is a condition after "when".
+_COND_AFTER = re.compile(r"[^\S\n]*(?:时|的时候|时候|的话|则)")
+# The clause after the subordinator: no punctuation and no conjunction that opens a new one ("I checked if the
+# server was up but couldn't connect" reports a failure).
+_CLAUSE = r"(?:(?!\b(?:but|and|so|then|however|though|yet)\b)[^,;:.!?，；：。！？\n]){0,60}$"
+_COND_BEFORE = re.compile(r"(?:\b(?:if|whenever|in case|unless)\b|如果|若是?|假如|要是|万一|一旦)" + _CLAUSE, re.I)
+_WHEN_BEFORE = re.compile(r"\bwhen\b" + _CLAUSE, re.I)
+_PRESENT_FAILURE = re.compile(r"can[’']?t|cannot|unable to|doesn[’']?t work|无法|失败", re.I)
+
+
+def _conditional(sentence: str, m: re.Match[str]) -> bool:
+    """The failure word ``m`` sits in a condition of ``sentence`` (see ``_COND_AFTER``, ``_COND_BEFORE``)."""
+    if _COND_AFTER.match(sentence, m.end()):
+        return True
+    lo = max(0, m.start() - 80)  # a bounded look back: linear however long the sentence
+    if _COND_BEFORE.search(sentence, lo, m.start()):
+        return True
+    return bool(_WHEN_BEFORE.search(sentence, lo, m.start()) and _PRESENT_FAILURE.fullmatch(m.group(0)))
 
 
 def _done_word(text: str) -> bool:
@@ -311,15 +425,61 @@ def _cut_off(tail: Sequence[Message], final: str) -> bool:
     return text.endswith((":", "：")) or bool(sentences and _NEXT_STEP.search(sentences[-1]))
 
 
-def _answered(ask: str, tail: Sequence[Message]) -> bool:
-    """A question or a request for information (not a problem report, not a request for work),
-    answered without the agent setting out to change anything."""
+def _answered(ask: str, tail: Sequence[Message]) -> str | None:
+    """"question", "text" or "review" when the last ask was a question or a request for information, for a text
+    the reply delivers (``_TEXT_ASK``) or for a review of a plan (``_is_review``), not a problem report nor a request
+    for work, and the agent answered it without setting out to change anything; else None."""
     prose = " ".join(_prose(ask).split())
-    if not (prose and _INFO_ASK.search(prose)) or _WORK_REQUEST.search(prose) or _PROBLEM.search(prose):
-        return False
-    if any(t.action != "read" for t in file_touches(tail)):
-        return False
-    return not any(_NEXT_STEP.search(x) for m in _replies(tail) for x in _sentences(_prose(m.content)))
+    # "write a commit message and push": the text is only part of what was asked
+    text = bool(prose) and _TEXT_ASK.search(prose) is not None and not _AND_WORK.search(prose)
+    review = bool(prose) and _is_review(prose)
+    if review:
+        pass  # a review is asked for its findings, "potential issues" included
+    elif not (text or (prose and _INFO_ASK.search(prose))) or (_WORK_REQUEST.search(prose) and not text) \
+            or _PROBLEM.search(prose) or _AND_WORK.search(prose) or _STATUS_ASK.search(prose):
+        return None  # "explain the flow and then fix the handler" asks for work as well as an answer
+    replies = _replies(tail)
+    if not replies or _announces(replies[-1]):
+        return None
+    written = [t for t in file_touches(tail) if t.action != "read"]
+    # The agent worked on the way to its answer (an analysis script it wrote, "let me check the departments first,
+    # then build the comparison"): an answer still, if it only created files, and a run of its own came back without
+    # failure after its last change and its last announcement, so the answer rests on a check.
+    worked = bool(written) or any(_announces(m) for m in replies[:-1])
+    if worked and (any(t.action != "created" for t in written) or not _ran_after_work(tail)):
+        return None
+    return "review" if review else "text" if text else "question"
+
+
+def _announces(reply: Message) -> bool:
+    return any(_NEXT_STEP.search(x) for x in _sentences(_prose(reply.content)))
+
+
+#: A tool that runs something (a shell, a code runner), by its name: Claude Code's ``PowerShell`` on Windows, a
+#: harness's ``run_command``, besides the command tools ``derive`` knows. A change tool writes or edits a file.
+_RUN_TOOL = re.compile(r"shell|terminal|bash|powershell|pwsh|command|exec|run_code|execute", re.I)
+_CHANGE_TOOL = re.compile(r"write|edit|patch|replace|insert|create|apply", re.I)
+
+
+def _ran_after_work(tail: Sequence[Message]) -> bool:
+    """A run (``_RUN_TOOL``, ``COMMAND_TOOLS``, a code tool) whose result came back and did not fail comes after the
+    tail's last change call and its last announcement of work."""
+    results = {m.tool_call_id: m for m in tail if m.role == "tool" and m.tool_call_id}
+    last_work = -1
+    for i, m in enumerate(tail):
+        if m.role != "assistant":
+            continue
+        if any(_CHANGE_TOOL.search(c.name) and not _RUN_TOOL.search(c.name) for c in m.tool_calls) or (
+                m.content.strip() and _announces(m)):
+            last_work = i
+    for m in tail[last_work + 1:]:
+        for call in m.tool_calls if m.role == "assistant" else ():
+            name = call.name.lower()
+            result = results.get(call.id) if call.id else None
+            if result is not None and not result_failed(result) and (
+                    name in COMMAND_TOOLS or name in _CODE_RUN_TOOLS or _RUN_TOOL.search(name)):
+                return True
+    return False
 
 
 # --------------------------------------------------------------------------- the end state
@@ -380,13 +540,40 @@ def judge_end_state(session: Session, facts: Facts | None = None) -> EndVerdict:
     cut = _harness_cut(msgs, verdict.index)
     if cut is not None:
         return _verdict("unresolved", "the harness cut the run short after the last reply", msgs, cut)
+    rejected = _edit_rejected(msgs, verdict.index)
+    if rejected is not None:
+        return _verdict("unresolved", "the harness could not apply the edit the last reply made", msgs, rejected)
     if verdict.index is not None and msgs[verdict.index].role == "assistant":
         sentences = _sentences(_prose(msgs[verdict.index].content))
         # A conditional ("if anything still fails, tell me") offers help; it reports nothing left.
-        left = next((i for i, s in enumerate(sentences) if _LEFT_OVER.search(s) and not _IF.match(s)), None)
+        left = next((i for i, s in enumerate(sentences)
+                     if _LEFT_OVER.search(s) and not _IF.match(s) and not _NOT_OURS.search(s)), None)
         if left is not None:
             return _verdict("unresolved", "the final reply lists work still left or failing", msgs, verdict.index)
     return verdict
+
+
+# What aider prints when the reply's edit blocks could not be applied: the reply's claim then describes an edit that
+# is not on disk ("The LLM did not conform to the edit format.", "# 1 SEARCH/REPLACE block failed to match!",
+# "SearchReplaceNoExactMatch: This SEARCH block failed to exactly match lines in a.py").
+_EDIT_REJECTED = re.compile(r"the llm did not conform to the edit format|search/replace blocks? failed to match"
+                            r"|searchreplacenoexactmatch|failed to apply edit", re.I)
+
+
+def _edit_rejected(msgs: Sequence[Message], after: int | None) -> int | None:
+    """Index of the harness's report that an edit failed to apply after message ``after``, unless a later message
+    shows an edit applied (aider's retry: "Applied edit to a.py")."""
+    start = 0 if after is None else after + 1
+    found = None
+    for i in range(start, len(msgs)):
+        m = msgs[i]
+        if m.role == "user":
+            continue
+        if _EDIT_REJECTED.search(m.content):
+            found = i
+        elif found is not None and m.role == "tool" and m.content.lstrip().startswith("Applied edit to"):
+            found = None
+    return found
 
 
 def _harness_cut(msgs: Sequence[Message], after: int | None) -> int | None:
@@ -428,7 +615,9 @@ def _judge(msgs: list[Message]) -> EndVerdict:
         return _verdict("unresolved", "the last ask got no reply", msgs, last_turn)
     if not closed and _cut_off(tail, final):
         return _verdict("unresolved", "the agent stopped mid-work", msgs, at)
-    if _says_failed(final):
+    # A review's findings are about what it reviews: only the agent's own failure counts there.
+    review = last_turn == last_ask and _is_review(" ".join(_prose(ask).split()))
+    if (_OWN_FAILURE.search(_prose(final)) is not None) if review else _says_failed(final):
         return _verdict("failed" if unfixed else "unresolved", "the final reply says it could not be done", msgs, at)
     if _USER_UNHAPPY.search(ask) and not _claims_done(final):
         return _verdict("unresolved", "the last ask is a complaint the final reply does not answer with a fix",
@@ -443,6 +632,8 @@ def _judge(msgs: list[Message]) -> EndVerdict:
                             msgs, at)
         if reported_problem(final) is not None:
             return _verdict("unknown", "the final reply claims success but reports a problem still open", msgs, at)
+        if _UNVERIFIED.search(_prose(final)):
+            return _verdict("unknown", "the final reply claims the work done but says it was not checked", msgs, at)
         if _unchecked_source_change(msgs):
             return _verdict("unknown", "the final reply claims the work done, but nothing ran after the last change to "
                             "the code and the user did not confirm it", msgs, at)
@@ -452,6 +643,11 @@ def _judge(msgs: list[Message]) -> EndVerdict:
         return _verdict("unresolved", "the final reply asks the user something never answered", msgs, at)
     if closed:
         return _verdict("resolved", "the user closed the work", msgs, closer)
-    if last_turn == last_ask and _answered(ask, tail):
+    answer = _answered(ask, tail) if last_turn == last_ask else None
+    if answer == "question":
         return _verdict("resolved", "the last ask was a question and the final reply answers it", msgs, at)
+    if answer == "review":
+        return _verdict("resolved", "the last ask was for a review and the final reply gives it", msgs, at)
+    if answer == "text":
+        return _verdict("resolved", "the last ask was for a text and the final reply gives it", msgs, at)
     return _verdict("unknown", "no confirmation, check or claim decides it", msgs, at)

@@ -260,14 +260,62 @@ def _own_script(texts: list[str], user: _Tally) -> str | None:
     return code if with_prose and 2 * len(framed) >= len(with_prose) else None
 
 
+# What a harness writes into a user message beside the person's words, in English whatever the user's language:
+# Claude Code's IDE context ("<ide_opened_file>The user opened the file … in the IDE. This may or may not be
+# related to the current task.</ide_opened_file>") and system reminders, and Hermes's account of an attached
+# image, written by a vision model ("[The user attached an image. Here's what it contains:\n…]", then "[If you
+# need a closer look, use vision_analyze with image_url: …]", or "[User attached image: name.png]"). A Chinese ask
+# of six characters after a 20-word IDE line, or a 300-word description, must stay Chinese.
+_HARNESS_TAGS = ("ide_opened_file", "ide_selection", "ide_diagnostics", "system-reminder")
+_IMAGE_NOTE = "[The user attached an image"
+_IMAGE_HINT = re.compile(r"^\[If you need a closer look, use vision_analyze[^\n]*$", re.M)
+_IMAGE_END = re.compile(r"\]\n\n|\]\s*$")
+_IMAGE_NAME = re.compile(r"^\[User attached image: [^\]\n]*\]", re.M)
+
+
+def _without(text: str, spans: list[tuple[int, int]]) -> str:
+    kept, pos = [], 0
+    for start, stop in spans:
+        kept.append(text[pos:start])
+        pos = stop
+    return "\n".join([*kept, text[pos:]])
+
+
+def _typed_part(text: str) -> str:
+    """``text`` without the harness's own lines around what the user typed (IDE tags, image notes).
+
+    Each search starts where the last one ended and stops at the next note: linear in the text, however many
+    notes or unclosed tags it holds.
+    """
+    for tag in _HARNESS_TAGS:
+        spans, pos = [], 0
+        while (start := text.find(f"<{tag}>", pos)) >= 0 and (close := text.find(f"</{tag}>", start)) >= 0:
+            pos = close + len(tag) + 3
+            spans.append((start, pos))
+        text = _without(text, spans) if spans else text
+    spans, start = [], text.find(_IMAGE_NOTE)
+    while start >= 0:
+        # A note ends at its own hint line, else at the "]" that closes it before a blank line, the next note or the
+        # end (a description may hold a "]" of its own, so not the first "]").
+        following = text.find(_IMAGE_NOTE, start + 1)
+        bound = following if following >= 0 else len(text)
+        hint = _IMAGE_HINT.search(text, start, bound)
+        end = _IMAGE_END.search(text, start + len(_IMAGE_NOTE), bound)
+        spans.append((start, hint.end() if hint else (end.start() + 1 if end else bound)))
+        start = following
+    text = _without(text, spans) if spans else text
+    return _IMAGE_NAME.sub(" ", text) if "[User attached image" in text else text
+
+
 def session_language(user_texts: Iterable[str], assistant_texts: Iterable[str], default: str = "en") -> str:
     """The language a session was conducted in: the user's prose, helped by the assistant's when scarce.
 
     ``user_texts`` should be what the user typed: harness text in the user role (compaction summaries,
     task notifications, command output) is written by software, usually in English, and would outvote
-    a Chinese user's own words.
+    a Chinese user's own words. What a harness adds inside a typed message (IDE context, an image's
+    description) is dropped here (``_typed_part``).
     """
-    texts = list(user_texts)
+    texts = [_typed_part(t) for t in user_texts]
     user = _tally(texts)
     if user.total >= SCARCE_USER_UNITS:
         decided = _decide(user)

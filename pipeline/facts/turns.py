@@ -8,7 +8,9 @@ chain stays one-way: extractive → endstate → turns.
   pure paste (logs/tracebacks/code with no prose line), or a short acknowledgement.
 * Acks come in two kinds: "thanks, that's all"/"looks good" *close* the work; "continue"/"yes"/"继续"
   hand the turn back to the agent (*go*), so what follows them is still the answer to a request. A
-  bare "ok"/"好的" is *go* after an assistant question and *close* otherwise.
+  bare "ok"/"好的" is *go* after an assistant question and *close* otherwise; "ok"/"done" after a
+  step handed to the user ("restart the server and try again") is *go*: it says the user did it,
+  not that it worked.
 * Whatever comes after a closer ("👍") says nothing about the work, so outcomes are judged on the
   messages before it (``_until_closer``).
 
@@ -33,6 +35,13 @@ _HARNESS = (
     "<user_instructions>", "<task-notification>", "<bash-input>", "<bash-stdout>", "# AGENTS.md instructions",
     "Caveat: The messages below", "This session is being continued from a previous conversation",
 )
+# A notice the harness posts in the user's role about a tool the agent started: VS Code Copilot's "[Terminal 3ad7…
+# notification: command completed with exit code 1. …] Terminal output: …", Hermes's "[IMPORTANT: Background process
+# proc_4c26… completed (exit code -15). Command: … Output: …]" and "[ASYNC DELEGATION BATCH COMPLETE …". It is a
+# tool result, not a turn: it stays in the live transcript (its output is evidence) but it is no ask, and it is
+# not what the user typed.
+_NOTICE = re.compile(r"\[(?:Terminal [0-9a-f][0-9a-f-]{7,} notification:|IMPORTANT: (?:Background process|\d+ background "
+                     r"processes)\b|ASYNC DELEGATION\b)", re.I)
 # What an agent's harness writes into the transcript when the run is cut short: usage and rate limits,
 # API and connection errors, a user interrupt. Short lines, never a reply or an ask (see ``harness_error``).
 _HARNESS_ERROR = re.compile(
@@ -41,6 +50,8 @@ _HARNESS_ERROR = re.compile(
     r"|prompt is too long|^api ?error\b|api(?:connection|timeout|status)?error|rate[ _-]?limit(?:ed| exceeded| reached)?"
     r"|too many requests|model_not_found|overloaded_error|connection error|request timed out|network error"
     r"|\[request interrupted by user|interrupted by user|^\^c\b|keyboardinterrupt"
+    # Codex: "<turn_aborted> The user interrupted the previous turn on purpose. …"
+    r"|^<turn_aborted>|the user interrupted the previous turn"
     r"|\b(?:error code|status(?:_code)?)[: ]+(?:4\d\d|5\d\d)\b", re.I)
 #: A literal every branch of ``_HARNESS_ERROR`` needs, lowercased. ``harness_error`` runs on nearly every
 #: message, and Python's ``re`` tries each of the pattern's ~20 branches at each position (60 µs a line,
@@ -49,7 +60,8 @@ _HARNESS_ERROR = re.compile(
 _HARNESS_ERROR_NEEDS = ("limit", "out of extra usage", "out of usage", "access to claude", "/login",
                         "credit balance", "too long", "api", "too many", "model_not_found",
                         "overloaded_error", "connection error", "timed out", "network error",
-                        "interrupted by user", "^c", "keyboardinterrupt", "error code", "status")
+                        "interrupted by user", "^c", "keyboardinterrupt", "error code", "status", "<turn_aborted>",
+                        "interrupted the previous turn")
 _SLASH = re.compile(r"^/[A-Za-z][\w-]*(?:\s|$)")  # "/model gpt-5", but not "/home/ana/x.py is broken"
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
 _LOGLINE = re.compile(
@@ -133,9 +145,9 @@ def _harness_text(content: str) -> bool:
 
 def typed_by_user(msg: Message) -> bool:
     """A user-role message the person typed: not a carrier, harness scaffolding (compaction summaries,
-    task notifications, command echoes, injected instructions) or a harness error line."""
+    task notifications, command echoes, injected instructions), an IDE's tool notice or a harness error line."""
     return (msg.role == "user" and not msg.is_carrier and not harness_error(msg)
-            and not msg.content.lstrip().startswith(_HARNESS))
+            and not msg.content.lstrip().startswith(_HARNESS) and not _NOTICE.match(msg.content.lstrip()))
 
 
 def _kind(msg: Message) -> str | None:
@@ -148,7 +160,7 @@ def _kind(msg: Message) -> str | None:
 @lru_cache(maxsize=512)
 def _text_kind(text: str) -> str | None:
     # Cached: the same user text is classified by every helper; small, since turns repeat within a session.
-    if not text or text.startswith(_HARNESS) or _SLASH.match(text):
+    if not text or text.startswith(_HARNESS) or _SLASH.match(text) or _NOTICE.match(text):
         return None
     if _is_ack(text) or _is_thanks(text):
         return "ack"
@@ -186,11 +198,32 @@ def _ack_role(msgs: Sequence[Message], i: int) -> str:
         return "close"
     if _has(text, _YES):
         return "go"
-    if _has(text, _PLEASED):
-        return "close"
     prev = next((msgs[j] for j in range(i - 1, -1, -1) if msgs[j].role == "assistant" and msgs[j].content.strip()),
                 None)
+    # "done" / "ok" after "Run `make migrate` and tell me when it's done" or "Restart the server and try again": the
+    # user did (or will do) the step, which says nothing of its result. A confirmation ("it works", "perfect") closes.
+    if prev is not None and _has(text, _DID_IT) and not _has(text, _CONFIRMS) and _asks_user_to_act(prev.content):
+        return "go"
+    if _has(text, _PLEASED):
+        return "close"
     return "go" if prev is not None and prev.content.rstrip().endswith(("?", "？")) else "close"
+
+
+#: Acks that only say the user did (or will do) something, and the ones that say it worked.
+_DID_IT = ("done", "ok", "okay", "好的", "好", "行", "嗯", "可以")
+_CONFIRMS = tuple(w for w in _PLEASED if w != "done")
+#: The last sentence of a reply that hands the user a step to do: "restart the server and try again", "run `x` and
+#: tell me", "请刷新页面", "试试看". Only its last two lines are read: linear however long the reply.
+_USER_STEP = re.compile(
+    r"\b(?:try (?:it |this |again|now)|restart|refresh|reload|re-?run|run\b|rebuild|reinstall|clear (?:the |your )?cache"
+    r"|let me know|tell me|report back|check (?:whether|if|that)|please (?:run|try|restart|refresh|test|check|open|paste"
+    r"|send|share|confirm))|请(?:您|你)?(?:刷新|重启|运行|执行|再试|试|测试|检查|确认|告诉我)|试试|刷新(?:页面|一下)|重启(?:一下|服务)",
+    re.I)
+
+
+def _asks_user_to_act(reply: str) -> bool:
+    tail = [ln.strip() for ln in _FENCE.sub("\n", reply).splitlines() if ln.strip()][-2:]
+    return any(_USER_STEP.search(ln) for ln in tail)
 
 
 def _until_closer(msgs: Sequence[Message]) -> tuple[list[Message], bool]:
