@@ -661,6 +661,18 @@ def test_a_claim_after_a_code_change_nothing_ran_on_is_unknown() -> None:
     assert end(ask, *edit, claim, u("thanks, that's all")) == "resolved"
 
 
+def test_a_one_line_program_checks_a_change_only_when_it_reaches_the_project() -> None:
+    """``python -c "import pandas"`` after an edit to ``app/services/stats.py`` proves nothing about the edit (seen
+    on an unseen Cursor export that then claimed the user's error resolved); one that imports the module does."""
+    ask, claim = u("the stats page errors, fix it"), a("✅ Fixed the error: the stats page should work again.")
+    edit = _tool("e", "patch", path="app/services/stats.py", old_string="a", new_string="b")
+    assert end(ask, *edit, *run("1", "python -c \"import pandas as pd; print('ok')\"", "ok", 0), claim) == "unknown"
+    assert end(ask, *edit, *run("2", "node -e \"console.log(process.version)\"", "v20", 0), claim) == "unknown"
+    assert end(ask, *edit, *run("3", "python -c \"from app.services.stats import table; table()\"", "ok", 0),
+               claim) == "resolved"
+    assert end(ask, *edit, *run("4", "python -m pytest -q", "3 passed", 0), claim) == "resolved"
+
+
 def test_choice_words_with_typographic_apostrophes_are_choices_and_are_quoted_as_written() -> None:
     """Codex and Copilot write "I’d", "let’s", "don’t" with U+2019; the patterns spell "'"."""
     reply = ("I’d keep the local models unfiltered and only add an opt-in toggle for them.\n\n"

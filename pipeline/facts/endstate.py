@@ -277,6 +277,10 @@ _CHECK = re.compile(
     r"|terraform (?:plan|validate|apply)|swift (?:build|test)|xcodebuild|php|ruby|bundle exec|mix (?:test|compile)"
     r"|flutter (?:test|build|analyze)|gcc|g\+\+|clang|javac|java|systemctl (?:status|restart|start)|psql|sqlite3)(?=\s|$)")
 _CODE_RUN_TOOLS = frozenset({"execute_code"})
+#: A one-line program handed to an interpreter (``python -c "import pandas"``, ``node -e …``): it exercises the
+#: work only when its code reaches the project, by naming a file or module the session changed; an import of a
+#: library, a print, a version check prove nothing about the change.
+_INLINE_CODE = re.compile(r"(?:^|[\s;&|(/])(?:python[0-9.]*|py|node|deno|ruby|perl|php)(?:\s+-[A-Za-z]+)*\s+-(?:c|e|r)\b")
 #: Program source: a change to it is what a check exercises (docs, configs and data are checked by reading).
 _SOURCE = frozenset({"py", "ts", "tsx", "js", "jsx", "mjs", "cjs", "vue", "svelte", "go", "rs", "java", "kt", "kts",
                      "scala", "rb", "php", "cs", "fs", "cpp", "cc", "cxx", "hpp", "c", "h", "m", "mm", "swift", "dart",
@@ -297,15 +301,39 @@ def _unchecked_source_change(msgs: Sequence[Message]) -> bool:
                  if msgs[i].role == "assistant" and msgs[i].tool_calls and changes_source(msgs[i])), None)
     if last is None:
         return False
+    stems: set[str] | None = None
     for m in msgs[last + 1:]:
         for call in m.tool_calls if m.role == "assistant" else ():
             result = results.get(call.id) if call.id else None
             if result is None or result_failed(result):
                 continue
             name = call.name.lower()
-            if name in _CODE_RUN_TOOLS or (name in COMMAND_TOOLS and _CHECK.search(call_command(call.arguments, result) or "")):
+            if name in _CODE_RUN_TOOLS:
                 return False
+            command = (call_command(call.arguments, result) or "") if name in COMMAND_TOOLS else ""
+            if not _CHECK.search(command):
+                continue
+            if _INLINE_CODE.search(command):
+                if stems is None:
+                    stems = _changed_stems(msgs, results)
+                if not any(re.search(rf"(?<![\w-]){re.escape(stem)}(?![\w-])", command) for stem in stems):
+                    continue
+            return False
     return True
+
+
+def _changed_stems(msgs: Sequence[Message], results: dict[str, Message]) -> set[str]:
+    """The module names of the source files the session changed (``league_service`` for
+    ``app/services/league_service.py``): what a one-line program must name to exercise the change."""
+    stems: set[str] = set()
+    for m in msgs:
+        if m.role == "assistant" and m.tool_calls:
+            calls = [results[c.id] for c in m.tool_calls if c.id in results]
+            for t in file_touches([m, *calls]):
+                name = t.path.rsplit("/", 1)[-1]
+                if t.action != "read" and "." in name and name.rsplit(".", 1)[-1].lower() in _SOURCE:
+                    stems.add(name.rsplit(".", 1)[0])
+    return {s for s in stems if len(s) > 1}
 
 
 def _tool_signal(messages: Sequence[Message]) -> tuple[bool, bool]:
