@@ -77,6 +77,15 @@ def test_widen_drops_only_what_narrows() -> None:
     assert widen(r"a\sb") == r"a[\s\p{Z}\x{85}\x{0b}\x{1c}-\x{1f}]b"
 
 
+def test_a_long_bounded_repeat_is_opened_and_a_short_one_kept() -> None:
+    """``{3,60}`` costs a lazy DFA a state per count, multiplied across the set; ``{3,}`` takes every text it does."""
+    assert widen(r"^[^\n]{3,60}\s—\s+(?:moving|using)") == r"^[^\n]{3,}[\s\p{Z}\x{85}\x{0b}\x{1c}-\x{1f}]—" \
+        r"[\s\p{Z}\x{85}\x{0b}\x{1c}-\x{1f}]+(?:moving|using)"
+    assert widen(r"a\s{0,4}b\{1,99\}") == r"a[\s\p{Z}\x{85}\x{0b}\x{1c}-\x{1f}]{0,4}b\{1,99\}"
+    screen = Screen([re.compile(r"^[^\n]{3,60}\s—\s+moving", re.M)])
+    assert screen.may_match("x\nThe import cycle — moving it into main()") and not screen.may_match("moving on")
+
+
 def test_every_ascii_letter_folds_in_the_screen_as_in_python() -> None:
     pytest.importorskip("re2")
     for letter in "abcdefghijklmnopqrstuvwxyz":
