@@ -432,6 +432,18 @@ def _call_ops(call: ToolCall, result_msg: Message | None) -> tuple[_Op, ...]:
     return ops
 
 
+def changed_names(messages: Sequence[Message]) -> set[str]:
+    """Base names of the files the tool calls in ``messages`` write, edit, move or delete: what a stretch of
+    work was about, read from each call's cached effects (``_call_ops``) without the session-level passes of
+    ``file_touches`` (prose edit blocks, work-tree reports, scripts run later), which a topic does not need."""
+    results = {m.tool_call_id: m for m in messages if m.role == "tool" and m.tool_call_id}
+    return {posixpath.basename(forward_slashes(path).rstrip("/"))
+            for m in messages if m.role == "assistant"
+            for call in m.tool_calls
+            for path, action, _tool, _base in _call_ops(call, results.get(call.id) if call.id else None)
+            if path and action != "read"}
+
+
 def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source: str | None = None) -> list[FileTouch]:
     """Files touched by the tool calls in ``messages``, in first-touch order, one entry per path.
 

@@ -15,6 +15,7 @@ not parse names nothing. Shell strings go through ``shell_file_ops``, like any c
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Callable
 
@@ -29,12 +30,16 @@ _WRITE_MODES = re.compile(r"[wax+]")
 _HAS_EXT = re.compile(r"[^/]\.[A-Za-z0-9]{1,8}$")
 
 
-def code_file_ops(code: str) -> list[tuple[str, FileAction, str | None]]:
-    """File effects of a Python script: (path as written, action, base dir or None)."""
+@functools.lru_cache(maxsize=256)
+def code_file_ops(code: str) -> tuple[tuple[str, FileAction, str | None], ...]:
+    """File effects of a Python script: (path as written, action, base dir or None).
+
+    Cached: the summary asks ``file_touches`` of each phase and topic again, and a script the session wrote
+    would be parsed once per asking (``ast.parse`` was a sixth of a cold run's extractive summary)."""
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError, RecursionError):
-        return []
+        return ()
     names = _literal_names(tree)
     ops: list[tuple[str, FileAction, str | None]] = []
     read: set[str] = set()  # a file the script reads and then writes is edited, not created
@@ -78,7 +83,7 @@ def code_file_ops(code: str) -> list[tuple[str, FileAction, str | None]]:
         elif name in _SAVE_METHODS and isinstance(fn, ast.Attribute) and (p := arg(node, 0, "path")) \
                 and _HAS_EXT.search(p):
             ops.append((p, "created", None))
-    return [(p, "modified" if a == "created" and p in read else a, b) for p, a, b in ops]
+    return tuple((p, "modified" if a == "created" and p in read else a, b) for p, a, b in ops)
 
 
 def _shell_command(node: ast.Call, name: str, arg: Callable[[ast.Call, int, str], str | None]) -> str | None:

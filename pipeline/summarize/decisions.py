@@ -202,7 +202,10 @@ _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
 
 
 def _straight(text: str) -> str:
-    return text.translate(_APOSTROPHES)
+    # str.translate copies every text through a dict lookup per character; most texts have no curly apostrophe.
+    if "\u2019" in text or "\u2018" in text or "\u02bc" in text:
+        return text.translate(_APOSTROPHES)
+    return text
 
 
 def _chooses(text: str) -> bool:

@@ -32,7 +32,14 @@ from collections.abc import Sequence
 from functools import lru_cache
 from itertools import pairwise
 
-from pipeline.facts.derive import COMMAND_TOOLS, call_command, file_touches, result_failed, work_root
+from pipeline.facts.derive import (
+    COMMAND_TOOLS,
+    call_command,
+    changed_names,
+    file_touches,
+    result_failed,
+    work_root,
+)
 from pipeline.facts.endstate import (
     _DONE,
     _FAILED,
@@ -307,7 +314,7 @@ def _topic_words(unit: list[Message]) -> set[str]:
     found = {w for w in _TOPIC_WORD.findall(text) if not _CJK_RUN.fullmatch(w)}
     for run in _CJK_RUN.findall(text):
         found.update(run[i:i + 2] for i in range(len(run) - 1))
-    found.update(posixpath.basename(t.path) for t in file_touches(unit, None) if t.action != "read")
+    found.update(changed_names(unit))
     return found
 
 
