@@ -270,6 +270,23 @@ def test_globs_and_variables_are_not_files() -> None:
     ]
 
 
+def test_a_dollar_in_a_file_tools_path_is_part_of_the_name() -> None:
+    """Class seen on a held-out Claude Code session: route files named after their URL parameter
+    ("routes/post/$postId.tsx", TanStack Router and Remix) were dropped as if "$postId" were a shell variable, so
+    a session that only edited such files listed no output. A file tool's argument and a patch header reach no
+    shell; there "$HOME/", "${DIR}" and "$(pwd)" still read as variables nobody expanded. In a command's words
+    every "$" is the shell's."""
+    assert touches(
+        call("1", "Edit", {"file_path": f"{CWD}/app/routes/post/$postId.tsx", "old_string": "a", "new_string": "b"}),
+        result("1", f"The file {CWD}/app/routes/post/$postId.tsx has been updated successfully."),
+        call("2", "apply_patch", "*** Begin Patch\n*** Add File: app/routes/$lang/about.tsx\n+x\n*** End Patch"),
+        result("2", "Success."),
+        call("3", "Write", {"file_path": "$HOME/notes.md", "content": "x"}), result("3", "ok"),
+        call("4", "Write", {"file_path": "${OUT_DIR}/report.md", "content": "x"}), result("4", "ok"),
+        call("5", "Bash", {"command": "cp a.tsx app/routes/$slug.tsx"}), result("5", ""),
+    ) == [("app/routes/post/$postId.tsx", "modified"), ("app/routes/$lang/about.tsx", "created")]
+
+
 # --------------------------------------------------------------------------- errors and commands
 
 

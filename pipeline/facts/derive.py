@@ -124,8 +124,9 @@ class _Touches:
         self.cwd = cwd
         self._by_path: dict[str, FileTouch] = {}
 
-    def add(self, path: str | None, action: FileAction, tool: str | None, base: str | None = None) -> None:
-        norm = normalise_path(path, self.cwd, base) if path else None
+    def add(self, path: str | None, action: FileAction, tool: str | None, base: str | None = None,
+            literal: bool = False) -> None:
+        norm = normalise_path(path, self.cwd, base, literal=literal) if path else None
         if not norm:
             return
         if action == "deleted":
@@ -335,7 +336,7 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
             return  # the patch did not apply
 
         for path, action in _patch_ops(patch):
-            out.add(path, action, name)
+            out.add(path, action, name, None, True)  # a header is the file's name as written, no shell
         return
     if lname in _CODE_TOOLS and isinstance(args, dict) and isinstance(code := args.get("code"), str):
         for path, action, op_base in code_file_ops(code):
@@ -377,7 +378,7 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
                   "created" if re.search(r"create|write|save", words, re.I) else "modified") \
             if _CHANGE_VERB.search(words) else None
     if action:
-        out.add(path, action, name)
+        out.add(path, action, name, None, True)  # the tool's own argument: a "$" in it is part of the name
 
 
 # What Claude Code's Write and Edit say they did, naming the file: an export that drops the call's
@@ -396,8 +397,8 @@ def _result_path(text: str) -> str | None:
     return found[-1] if found else None
 
 
-#: What ``_call_touches`` adds for one call: ``(path, action, tool, base)`` each.
-_Op = tuple[str | None, FileAction, str | None, str | None]
+#: What ``_call_touches`` adds for one call: ``(path, action, tool, base, literal)`` each.
+_Op = tuple[str | None, FileAction, str | None, str | None, bool]
 
 
 class _Recorder:
@@ -406,8 +407,9 @@ class _Recorder:
     def __init__(self) -> None:
         self.ops: list[_Op] = []
 
-    def add(self, path: str | None, action: FileAction, tool: str | None, base: str | None = None) -> None:
-        self.ops.append((path, action, tool, base))
+    def add(self, path: str | None, action: FileAction, tool: str | None, base: str | None = None,
+            literal: bool = False) -> None:
+        self.ops.append((path, action, tool, base, literal))
 
 
 #: (id(call), id(result)) → (call, result, ops). The summariser asks for the file touches of each phase
@@ -440,7 +442,7 @@ def changed_names(messages: Sequence[Message]) -> set[str]:
     return {posixpath.basename(forward_slashes(path).rstrip("/"))
             for m in messages if m.role == "assistant"
             for call in m.tool_calls
-            for path, action, _tool, _base in _call_ops(call, results.get(call.id) if call.id else None)
+            for path, action, _tool, _base, _literal in _call_ops(call, results.get(call.id) if call.id else None)
             if path and action != "read"}
 
 
@@ -548,7 +550,7 @@ class _Scripts:
         ran = [s for s in self.pending if s in cmd and re.search(rf"(?<![\w.-]){re.escape(s)}(?![\w-])", cmd)]
         found: list[_Op] = []
         for script in ran:
-            found += [(p, a, call.name, b or workdir) for p, a, b in self.pending.pop(script)]
+            found += [(p, a, call.name, b or workdir, False) for p, a, b in self.pending.pop(script)]
         return found
 
     def named_in(self, text: str) -> list[_Op]:
@@ -561,7 +563,7 @@ class _Scripts:
             for op in ops:
                 base = posixpath.basename(forward_slashes(op[0]))
                 if base and base in said and re.search(rf"(?<![\w.-]){re.escape(base)}(?![\w-])", said):
-                    found.append((op[0], op[1], "script", op[2]))
+                    found.append((op[0], op[1], "script", op[2], False))
                 else:
                     keep.append(op)
             self.pending[script] = keep
