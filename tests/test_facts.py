@@ -906,6 +906,18 @@ def test_other_harnesses_file_tools_and_path_keys() -> None:
         ("created", "k.md"), ("modified", "s.md"), ("modified", "nb.ipynb"), ("deleted", "v.md")]
 
 
+def test_a_tool_that_edits_several_files_in_one_call_touches_each() -> None:
+    """VS Code Copilot's ``multi_replace_string_in_file`` takes ``replacements: [{filePath, oldString, newString}]``:
+    each item names its own file (seen on a held-out session: three headers edited, none listed). A list of
+    plain strings (``get_errors``' ``filePaths``) and a look tool's list name no change."""
+    assert _touched(("multi_replace_string_in_file", {"explanation": "relabel", "replacements": [
+        {"filePath": "/home/u/p/a.h", "oldString": "x", "newString": "y"},
+        {"filePath": "/home/u/p/b.h", "oldString": "x", "newString": "y"},
+        {"filePath": "/home/u/p/a.h", "oldString": "z", "newString": "w"}]}, "ok"),
+        ("get_errors", {"filePaths": ["/home/u/p/c.h"]}, "none"),
+        ("read_files", {"files": [{"path": "/home/u/p/d.h"}]}, "…")) == [("modified", "a.h"), ("modified", "b.h")]
+
+
 def test_removing_a_directory_removes_what_was_written_in_it() -> None:
     got = _touched(("write_file", {"path": "/home/u/p/src/app/old/page.tsx", "content": "x"}, '{"success": true}'),
                    ("write_file", {"path": "/home/u/p/src/app/new/page.tsx", "content": "x"}, '{"success": true}'),

@@ -311,6 +311,13 @@ def _arg_path(args: dict[str, Any]) -> str | None:
     return next((args[k] for k in _PATH_KEYS if isinstance(args.get(k), str) and args[k]), None)
 
 
+def _listed_paths(args: dict[str, Any]) -> list[str]:
+    """The files of a tool that edits several in one call, each item of a list argument naming its own
+    (VS Code Copilot's ``multi_replace_string_in_file``: ``replacements: [{filePath, oldString, newString}]``)."""
+    return [p for v in args.values() if isinstance(v, list)
+            for item in v if isinstance(item, dict) and (p := _arg_path(item))]
+
+
 def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | None, out: _Touches | _Recorder) -> None:
     lname = name.lower()
     failed = result_failed(result_msg)
@@ -361,6 +368,8 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
     path = stated if isinstance(stated, str) and stated else _arg_path(args)
     if path is None and result_msg is not None and lname in _CHANGE_TOOLS:
         path = _result_path(result_msg.content)
+    more = _listed_paths(args)
+    path = path or (more[0] if more else None)
     action: FileAction | None = None
     if lname in _EDITOR_TOOLS:
         action = {"create": "created", "view": "read"}.get(str(args.get("command")), "modified")
@@ -378,7 +387,8 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
                   "created" if re.search(r"create|write|save", words, re.I) else "modified") \
             if _CHANGE_VERB.search(words) else None
     if action:
-        out.add(path, action, name, None, True)  # the tool's own argument: a "$" in it is part of the name
+        for each in dict.fromkeys([path, *more]):
+            out.add(each, action, name, None, True)  # the tool's own argument: a "$" in it is part of the name
 
 
 # What Claude Code's Write and Edit say they did, naming the file: an export that drops the call's
