@@ -675,6 +675,20 @@ def test_an_export_without_a_cwd_takes_its_root_from_the_root_files_it_touched()
     assert lone.output_files == ["e:/work/Forwarder System/src/app/page.tsx"]
 
 
+def test_a_cmake_projects_root_is_the_folder_of_its_top_cmakelists() -> None:
+    """A C/C++ project's root file is CMakeLists.txt (seen on a held-out Copilot export: every path stayed a long
+    absolute Windows path, and a phase's clipped file list cut off the file it was about). Only a read of it is
+    needed; a CMakeLists.txt in a subfolder holds fewer of the paths, so the top one wins."""
+    root = "d:\\src\\vision"
+    msgs = (u("add a depth plugin"),
+            call("1", "read_file", {"filePath": f"{root}\\CMakeLists.txt"}), result("1", "…"),
+            call("2", "read_file", {"filePath": f"{root}\\plugin\\CMakeLists.txt"}), result("2", "…"),
+            call("3", "create_file", {"filePath": f"{root}\\plugin\\depth\\yolo.h"}), result("3", "ok"),
+            call("4", "replace_string_in_file", {"filePath": f"{root}\\python\\depth.py"}), result("4", "ok"))
+    facts = derive_facts(Session(id="s", source="specstory", messages=msgs))
+    assert facts.output_files == ["plugin/depth/yolo.h", "python/depth.py"]
+
+
 def test_real_specstory_exports() -> None:
     from pipeline.read.detect import read_sessions
     from tests.corpus import corpus_file

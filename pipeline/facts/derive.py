@@ -1086,7 +1086,8 @@ def subagent_files(text: str, parsed: dict[str, Any] | None = None) -> list[tupl
 _ROOT_MARKERS = frozenset({
     "package.json", "pyproject.toml", "setup.py", "Cargo.toml", "go.mod", "pom.xml", "build.gradle",
     "build.gradle.kts", "settings.gradle", "composer.json", "Gemfile", "requirements.txt", "tsconfig.json",
-    "deno.json", ".gitignore", "README.md", "AGENTS.md", "CLAUDE.md", "Makefile", "Dockerfile",
+    "deno.json", ".gitignore", "README.md", "AGENTS.md", "CLAUDE.md", "Makefile", "Dockerfile", "CMakeLists.txt",
+    "meson.build", "WORKSPACE", "MODULE.bazel",
 })
 
 
