@@ -454,6 +454,40 @@ def test_a_change_list_names_the_files_it_changed_in_an_export_without_edit_tool
     assert edited(u("x"), a(reply), source="claude-code") == []  # tool calls are the evidence there
 
 
+def test_change_claims_in_russian_spanish_portuguese_and_the_passive() -> None:
+    """Class seen on held-out exports whose edits are empty blocks (SpecStory of Cursor in Russian, Copilot in
+    English): the reply's change list or claim is the only trace, and it was read only in English and Chinese, in
+    the first person, and never in a numbered item ("1. **Расширено логирование в `api.ts`**" was cut at "1.").
+    Now: Russian, Spanish and Portuguese participles and first-person past, a check mark before the verb, and
+    the passive ("`t.js` has been created") for the files in its subject. Plans, questions, advice, a file
+    the change is for or uses, and infinitives ("Изменить `a.ts`") name no changed file."""
+    ru = ("## Резюме\n\n1. **Расширено логирование в `api.ts`**:\n2. ✅ Обновлена документация в `changelog.md` и "
+          "`tasks.md`\n- Создана инструкция в `src/config/README.md`\n- Обновлен тип `StatusResponse`\n"
+          "- Добавлены кнопки для `Footer.tsx`\nЯ исправил ошибки TypeScript в `LoginForm.tsx`.\n"
+          "Нужно:\n1. Изменить `Home.tsx`\nВы можете обновить `b.ts`.")
+    assert edited(u("почини вход"), a(ru)) == [
+        "api.ts", "changelog.md", "tasks.md", "src/config/README.md", "LoginForm.tsx"]
+    es = "- Actualizado `main.js` con el nuevo menú.\nHe corregido `game.css`.\n- Creado para `util.js`: nada"
+    assert edited(u("arregla"), a(es)) == ["main.js", "game.css"]
+    assert edited(u("corrija"), a("Atualizei `app.py`. Você pode alterar `b.py`.\n- Criado o arquivo `c.py`")) == [
+        "app.py", "c.py"]
+    en = ("A test script `tests/t.js` has been created. The docs in both `guide.md` and `README.md` have been "
+          "updated to describe `cli.js`. The test script has been updated to check `x.js`. "
+          "Should `y.md` have been updated? The logic in `conv.js` is now updated.")
+    assert edited(u("add tests"), a(en)) == ["tests/t.js", "guide.md", "README.md", "conv.js"]
+    assert edited(u("x"), a(ru), source="claude-code") == []  # tool calls are the evidence there
+
+
+def test_a_bare_name_several_paths_end_with_is_dropped_once_one_of_them_is_listed() -> None:
+    """"3. ✅ Added the command to git module index.ts", where src/git/index.ts is listed already and src/index.ts
+    exists too: the bare name adds no file, and listed as it is it names a root index.ts nobody changed."""
+    msgs = (u("add the command; the cli starts in src/index.ts"),
+            a("I have updated `src/git/index.ts`.\n\n1. ✅ Added the command to git module index.ts"))
+    assert edited(*msgs) == ["src/git/index.ts"]
+    lone = (u("add the command"), a("1. ✅ Added the command to index.ts"))
+    assert edited(*lone) == ["index.ts"]  # nothing to tell them apart, nothing listed: the claim stays
+
+
 def test_a_file_the_reply_says_it_moved_is_listed_at_its_new_path_only() -> None:
     """Issue 15: a file moved during the session is an output at its final path, never at its old one. An export
     without tools says so in prose: "- Moved `a` → `b`", "**Moved test file** from `a` to `b`", "I renamed …".
