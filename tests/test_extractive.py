@@ -317,6 +317,24 @@ def test_summary_decisions_drop_offers_guesses_and_lead_ins_that_choose_nothing(
     assert len(decision_candidates(s.messages)) == 9  # the candidates themselves are unchanged
 
 
+def test_a_substitution_the_session_made_is_a_decision_but_an_instruction_is_not() -> None:
+    """Class seen on a held-out Claude Code session: "**Chat panel** — Replaced the stock `<Chat>` widget with a
+    panel on `useChat`" chose the new over the old, and no decision listed it. A substitution reported in the past
+    tense (after a label too), in the first person or "by replacing" is a choice; "Replace X with Y" tells the user
+    what to do, and a replacement described ("the bundler replaces imports with stubs") chooses nothing. The
+    LLM's candidate hints (recorded prompts) are unchanged."""
+    s = sess(u("the chat looks odd", 1), a(
+        "**Chat panel** — Replaced the stock `<Chat>` widget with a custom panel built on the `useChat` hook.\n"
+        "I'll fix the tile by replacing the bare `<video>` with a placeholder card.\n"
+        "Replace `<YOUR_KEY>` with the key from your dashboard.\n"
+        "The bundler replaces dynamic imports with stubs in tests.", 2))
+    chosen = [d.choice for d in summarise_extractive(s, [], derive_facts(s)).decisions]
+    assert chosen == [
+        "Chat panel — Replaced the stock `<Chat>` widget with a custom panel built on the `useChat` hook.",
+        "I'll fix the tile by replacing the bare `<video>` with a placeholder card."], chosen
+    assert decision_candidates(s.messages) == []
+
+
 def test_chinese_summary_uses_chinese_labels_but_keeps_user_text() -> None:
     # (the test run after the write is the evidence for "全部通过": without it the claim alone is "unknown")
     s = sess(u("帮我给 `parser.py` 加一个单元测试", 1), *_write("w", "tests/test_parser.py"),

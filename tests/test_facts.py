@@ -270,6 +270,23 @@ def test_globs_and_variables_are_not_files() -> None:
     ]
 
 
+def test_a_dollar_in_a_file_tools_path_is_part_of_the_name() -> None:
+    """Class seen on a held-out Claude Code session: route files named after their URL parameter
+    ("routes/post/$postId.tsx", TanStack Router and Remix) were dropped as if "$postId" were a shell variable, so
+    a session that only edited such files listed no output. A file tool's argument and a patch header reach no
+    shell; there "$HOME/", "${DIR}" and "$(pwd)" still read as variables nobody expanded. In a command's words
+    every "$" is the shell's."""
+    assert touches(
+        call("1", "Edit", {"file_path": f"{CWD}/app/routes/post/$postId.tsx", "old_string": "a", "new_string": "b"}),
+        result("1", f"The file {CWD}/app/routes/post/$postId.tsx has been updated successfully."),
+        call("2", "apply_patch", "*** Begin Patch\n*** Add File: app/routes/$lang/about.tsx\n+x\n*** End Patch"),
+        result("2", "Success."),
+        call("3", "Write", {"file_path": "$HOME/notes.md", "content": "x"}), result("3", "ok"),
+        call("4", "Write", {"file_path": "${OUT_DIR}/report.md", "content": "x"}), result("4", "ok"),
+        call("5", "Bash", {"command": "cp a.tsx app/routes/$slug.tsx"}), result("5", ""),
+    ) == [("app/routes/post/$postId.tsx", "modified"), ("app/routes/$lang/about.tsx", "created")]
+
+
 # --------------------------------------------------------------------------- errors and commands
 
 
@@ -435,6 +452,40 @@ def test_a_change_list_names_the_files_it_changed_in_an_export_without_edit_tool
          "- 检查了 `config.py`"
     assert edited(u("修一下"), a(zh)) == ["flow.py", "server.py"]
     assert edited(u("x"), a(reply), source="claude-code") == []  # tool calls are the evidence there
+
+
+def test_change_claims_in_russian_spanish_portuguese_and_the_passive() -> None:
+    """Class seen on held-out exports whose edits are empty blocks (SpecStory of Cursor in Russian, Copilot in
+    English): the reply's change list or claim is the only trace, and it was read only in English and Chinese, in
+    the first person, and never in a numbered item ("1. **Расширено логирование в `api.ts`**" was cut at "1.").
+    Now: Russian, Spanish and Portuguese participles and first-person past, a check mark before the verb, and
+    the passive ("`t.js` has been created") for the files in its subject. Plans, questions, advice, a file
+    the change is for or uses, and infinitives ("Изменить `a.ts`") name no changed file."""
+    ru = ("## Резюме\n\n1. **Расширено логирование в `api.ts`**:\n2. ✅ Обновлена документация в `changelog.md` и "
+          "`tasks.md`\n- Создана инструкция в `src/config/README.md`\n- Обновлен тип `StatusResponse`\n"
+          "- Добавлены кнопки для `Footer.tsx`\nЯ исправил ошибки TypeScript в `LoginForm.tsx`.\n"
+          "Нужно:\n1. Изменить `Home.tsx`\nВы можете обновить `b.ts`.")
+    assert edited(u("почини вход"), a(ru)) == [
+        "api.ts", "changelog.md", "tasks.md", "src/config/README.md", "LoginForm.tsx"]
+    es = "- Actualizado `main.js` con el nuevo menú.\nHe corregido `game.css`.\n- Creado para `util.js`: nada"
+    assert edited(u("arregla"), a(es)) == ["main.js", "game.css"]
+    assert edited(u("corrija"), a("Atualizei `app.py`. Você pode alterar `b.py`.\n- Criado o arquivo `c.py`")) == [
+        "app.py", "c.py"]
+    en = ("A test script `tests/t.js` has been created. The docs in both `guide.md` and `README.md` have been "
+          "updated to describe `cli.js`. The test script has been updated to check `x.js`. "
+          "Should `y.md` have been updated? The logic in `conv.js` is now updated.")
+    assert edited(u("add tests"), a(en)) == ["tests/t.js", "guide.md", "README.md", "conv.js"]
+    assert edited(u("x"), a(ru), source="claude-code") == []  # tool calls are the evidence there
+
+
+def test_a_bare_name_several_paths_end_with_is_dropped_once_one_of_them_is_listed() -> None:
+    """"3. ✅ Added the command to git module index.ts", where src/git/index.ts is listed already and src/index.ts
+    exists too: the bare name adds no file, and listed as it is it names a root index.ts nobody changed."""
+    msgs = (u("add the command; the cli starts in src/index.ts"),
+            a("I have updated `src/git/index.ts`.\n\n1. ✅ Added the command to git module index.ts"))
+    assert edited(*msgs) == ["src/git/index.ts"]
+    lone = (u("add the command"), a("1. ✅ Added the command to index.ts"))
+    assert edited(*lone) == ["index.ts"]  # nothing to tell them apart, nothing listed: the claim stays
 
 
 def test_a_file_the_reply_says_it_moved_is_listed_at_its_new_path_only() -> None:
@@ -656,6 +707,20 @@ def test_an_export_without_a_cwd_takes_its_root_from_the_root_files_it_touched()
     # no root file touched: no guess, the paths stay as written (with "/")
     lone = derive_facts(Session(id="s", source="specstory", messages=msgs[:1] + msgs[3:5]))
     assert lone.output_files == ["e:/work/Forwarder System/src/app/page.tsx"]
+
+
+def test_a_cmake_projects_root_is_the_folder_of_its_top_cmakelists() -> None:
+    """A C/C++ project's root file is CMakeLists.txt (seen on a held-out Copilot export: every path stayed a long
+    absolute Windows path, and a phase's clipped file list cut off the file it was about). Only a read of it is
+    needed; a CMakeLists.txt in a subfolder holds fewer of the paths, so the top one wins."""
+    root = "d:\\src\\vision"
+    msgs = (u("add a depth plugin"),
+            call("1", "read_file", {"filePath": f"{root}\\CMakeLists.txt"}), result("1", "…"),
+            call("2", "read_file", {"filePath": f"{root}\\plugin\\CMakeLists.txt"}), result("2", "…"),
+            call("3", "create_file", {"filePath": f"{root}\\plugin\\depth\\yolo.h"}), result("3", "ok"),
+            call("4", "replace_string_in_file", {"filePath": f"{root}\\python\\depth.py"}), result("4", "ok"))
+    facts = derive_facts(Session(id="s", source="specstory", messages=msgs))
+    assert facts.output_files == ["plugin/depth/yolo.h", "python/depth.py"]
 
 
 def test_real_specstory_exports() -> None:
@@ -887,6 +952,18 @@ def test_other_harnesses_file_tools_and_path_keys() -> None:
                     ("edit_notebook", {"target_notebook": "nb.ipynb"}, "ok"),
                     ("delete_file", {"target_file": "v.md"}, "ok")) == [
         ("created", "k.md"), ("modified", "s.md"), ("modified", "nb.ipynb"), ("deleted", "v.md")]
+
+
+def test_a_tool_that_edits_several_files_in_one_call_touches_each() -> None:
+    """VS Code Copilot's ``multi_replace_string_in_file`` takes ``replacements: [{filePath, oldString, newString}]``:
+    each item names its own file (seen on a held-out session: three headers edited, none listed). A list of
+    plain strings (``get_errors``' ``filePaths``) and a look tool's list name no change."""
+    assert _touched(("multi_replace_string_in_file", {"explanation": "relabel", "replacements": [
+        {"filePath": "/home/u/p/a.h", "oldString": "x", "newString": "y"},
+        {"filePath": "/home/u/p/b.h", "oldString": "x", "newString": "y"},
+        {"filePath": "/home/u/p/a.h", "oldString": "z", "newString": "w"}]}, "ok"),
+        ("get_errors", {"filePaths": ["/home/u/p/c.h"]}, "none"),
+        ("read_files", {"files": [{"path": "/home/u/p/d.h"}]}, "…")) == [("modified", "a.h"), ("modified", "b.h")]
 
 
 def test_removing_a_directory_removes_what_was_written_in_it() -> None:

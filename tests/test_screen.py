@@ -17,7 +17,7 @@ from pipeline.summarize import decisions
 from tests.corpus import CORPUS, require_corpus
 
 PATTERNS = [decisions._DECISION, decisions._RECOMMEND, decisions._DECISION_OTHER, decisions._REASON, decisions._TERSE_FIX,
-            decisions._SO_REASON]
+            decisions._SO_REASON, decisions._SUBSTITUTION]
 
 
 def _misses(screen: Screen, texts: list[str]) -> list[str]:
@@ -28,6 +28,7 @@ def test_the_decision_screen_is_active_with_re2() -> None:
     pytest.importorskip("re2")
     screen = Screen(PATTERNS)
     assert screen.active, "a decision pattern stopped compiling into the screen: every reply is scanned in full"
+    assert decisions._MAY_CHOOSE_OR_RECOMMEND.active  # the module's own screen, with every pattern it holds
     assert not screen.may_match("Ran the tests; 12 passed.")
 
 

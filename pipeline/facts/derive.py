@@ -124,8 +124,9 @@ class _Touches:
         self.cwd = cwd
         self._by_path: dict[str, FileTouch] = {}
 
-    def add(self, path: str | None, action: FileAction, tool: str | None, base: str | None = None) -> None:
-        norm = normalise_path(path, self.cwd, base) if path else None
+    def add(self, path: str | None, action: FileAction, tool: str | None, base: str | None = None,
+            literal: bool = False) -> None:
+        norm = normalise_path(path, self.cwd, base, literal=literal) if path else None
         if not norm:
             return
         if action == "deleted":
@@ -310,6 +311,13 @@ def _arg_path(args: dict[str, Any]) -> str | None:
     return next((args[k] for k in _PATH_KEYS if isinstance(args.get(k), str) and args[k]), None)
 
 
+def _listed_paths(args: dict[str, Any]) -> list[str]:
+    """The files of a tool that edits several in one call, each item of a list argument naming its own
+    (VS Code Copilot's ``multi_replace_string_in_file``: ``replacements: [{filePath, oldString, newString}]``)."""
+    return [p for v in args.values() if isinstance(v, list)
+            for item in v if isinstance(item, dict) and (p := _arg_path(item))]
+
+
 def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | None, out: _Touches | _Recorder) -> None:
     lname = name.lower()
     failed = result_failed(result_msg)
@@ -335,7 +343,7 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
             return  # the patch did not apply
 
         for path, action in _patch_ops(patch):
-            out.add(path, action, name)
+            out.add(path, action, name, None, True)  # a header is the file's name as written, no shell
         return
     if lname in _CODE_TOOLS and isinstance(args, dict) and isinstance(code := args.get("code"), str):
         for path, action, op_base in code_file_ops(code):
@@ -360,6 +368,8 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
     path = stated if isinstance(stated, str) and stated else _arg_path(args)
     if path is None and result_msg is not None and lname in _CHANGE_TOOLS:
         path = _result_path(result_msg.content)
+    more = _listed_paths(args)
+    path = path or (more[0] if more else None)
     action: FileAction | None = None
     if lname in _EDITOR_TOOLS:
         action = {"create": "created", "view": "read"}.get(str(args.get("command")), "modified")
@@ -377,7 +387,8 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
                   "created" if re.search(r"create|write|save", words, re.I) else "modified") \
             if _CHANGE_VERB.search(words) else None
     if action:
-        out.add(path, action, name)
+        for each in dict.fromkeys([path, *more]):
+            out.add(each, action, name, None, True)  # the tool's own argument: a "$" in it is part of the name
 
 
 # What Claude Code's Write and Edit say they did, naming the file: an export that drops the call's
@@ -396,8 +407,8 @@ def _result_path(text: str) -> str | None:
     return found[-1] if found else None
 
 
-#: What ``_call_touches`` adds for one call: ``(path, action, tool, base)`` each.
-_Op = tuple[str | None, FileAction, str | None, str | None]
+#: What ``_call_touches`` adds for one call: ``(path, action, tool, base, literal)`` each.
+_Op = tuple[str | None, FileAction, str | None, str | None, bool]
 
 
 class _Recorder:
@@ -406,8 +417,9 @@ class _Recorder:
     def __init__(self) -> None:
         self.ops: list[_Op] = []
 
-    def add(self, path: str | None, action: FileAction, tool: str | None, base: str | None = None) -> None:
-        self.ops.append((path, action, tool, base))
+    def add(self, path: str | None, action: FileAction, tool: str | None, base: str | None = None,
+            literal: bool = False) -> None:
+        self.ops.append((path, action, tool, base, literal))
 
 
 #: (id(call), id(result)) → (call, result, ops). The summariser asks for the file touches of each phase
@@ -440,7 +452,7 @@ def changed_names(messages: Sequence[Message]) -> set[str]:
     return {posixpath.basename(forward_slashes(path).rstrip("/"))
             for m in messages if m.role == "assistant"
             for call in m.tool_calls
-            for path, action, _tool, _base in _call_ops(call, results.get(call.id) if call.id else None)
+            for path, action, _tool, _base, _literal in _call_ops(call, results.get(call.id) if call.id else None)
             if path and action != "read"}
 
 
@@ -548,7 +560,7 @@ class _Scripts:
         ran = [s for s in self.pending if s in cmd and re.search(rf"(?<![\w.-]){re.escape(s)}(?![\w-])", cmd)]
         found: list[_Op] = []
         for script in ran:
-            found += [(p, a, call.name, b or workdir) for p, a, b in self.pending.pop(script)]
+            found += [(p, a, call.name, b or workdir, False) for p, a, b in self.pending.pop(script)]
         return found
 
     def named_in(self, text: str) -> list[_Op]:
@@ -561,7 +573,7 @@ class _Scripts:
             for op in ops:
                 base = posixpath.basename(forward_slashes(op[0]))
                 if base and base in said and re.search(rf"(?<![\w.-]){re.escape(base)}(?![\w-])", said):
-                    found.append((op[0], op[1], "script", op[2]))
+                    found.append((op[0], op[1], "script", op[2], False))
                 else:
                     keep.append(op)
             self.pending[script] = keep
@@ -613,9 +625,12 @@ _SHOWN_PATH = re.compile(rf"(?<![\w.\\-])((?:/|~/)?(?:[\w.@#-]+/)+[\w@-][\w.@-]*
 _EDIT_INTENT = re.compile(
     r"\b(?:edit|updat|modif|chang|fix|add|replac|remov|rewrit|writ|creat|apply|patch|refactor|insert|delet|implement)\w*"
     r"|修改|编辑|更新|添加|替换|删除|移除|修复|改为|改成|创建|写入|重构|调整|更改|实现", re.I)
-# Telling the user what *they* could do is advice, not an edit.
+# Telling the user what *they* could do is advice, not an edit (also in Russian, Spanish and Portuguese, whose
+# change claims below count too).
 _ADVICE = re.compile(r"\byou (?:can|could|should|need|might|may)\b|\bfor example\b|\be\.g\.|你可以|您可以|你需要|您需要|"
-                     r"例如|比如|建议", re.I)
+                     r"例如|比如|建议|\b(?:вы|ты) (?:можете|можешь|должны|должен)\b|\bнапример\b|\bрекомендую\b|"
+                     r"\b(?:puedes|puede usted|podrías|deberías|debes|você pode|você deve|recomiendo|recomendo)\b|"
+                     r"\bpor ejemplo\b|\bpor exemplo\b", re.I)
 _APPLIED = re.compile(
     r"\b(?:I|we)(?:'ve| have)?\s+(?:\w+\s+){0,2}?(?:updated|edited|modified|changed|applied|added|fixed|replaced|"
     r"rewrote|refactored|removed)\b|已(?:经)?(?:完成|修改|更新|替换|添加|删除|移除|修复|重构|改)|(?:修改|更新|替换|重构)(?:了|完成)",
@@ -789,10 +804,23 @@ def prose_edits(messages: Sequence[Message], known: Sequence[str]) -> list[str]:
 
 # A sentence ends at ".!?" before a space, a capital or the end (so "sketch.md" stays whole, and
 # "`sketch.js`.I've updated" is two sentences), or at a CJK full stop.
-_SENTENCE_END = re.compile(r"(?<=[.!?])(?=\s|[A-Z]|$)|(?<=[。！？；])|\n")
+# A list number ("1. **Updated** `a.py`") ends no sentence: split there, the item lost the verb that opens it.
+_SENTENCE_END = re.compile(r"(?<=[.!?])(?<!^\d\.)(?<!^\d\d\.)(?<!^ \d\.)(?<!^  \d\.)(?<!^   \d\.)(?=\s|[A-Z]|$)"
+                           r"|(?<=[。！？；])|\n", re.M)
 _FIRST_PERSON_PAST = re.compile(
     r"\b(?:I|we)(?:'ve| have)?\s+(?:\w+\s+){0,2}?(?:updated|edited|modified|changed|created|added|fixed|rewrote|"
-    r"refactored|written|wrote)\b|(?:我|我们)?已(?:经)?(?:修改|更新|替换|添加|创建|修复|重构|改)|(?:修改|更新|创建|重构)(?:了|完成)", re.I)
+    r"refactored|written|wrote)\b|(?:我|我们)?已(?:经)?(?:修改|更新|替换|添加|创建|修复|重构|改)|(?:修改|更新|创建|重构)(?:了|完成)"
+    # Russian "я исправил(а)", "мы обновили"; Spanish "he actualizado", "corregí"; Portuguese "atualizei", "criei"
+    r"|\b(?:я|мы)\s+(?:\w+\s+){0,2}?(?:исправил|обновил|добавил|создал|изменил|переписал|расширил|улучшил|заменил|"
+    r"реализовал|отредактировал|доработал|переработал)(?:а|и)?\b"
+    r"|\b(?:he|hemos)\s+(?:actualizado|modificado|creado|añadido|agregado|corregido|implementado|reescrito|editado)\b"
+    r"|\b(?:actualicé|modifiqué|creé|añadí|agregué|corregí|implementé|reescribí|edité)(?!\w)"
+    r"|\b(?:atualizei|modifiquei|criei|adicionei|corrigi|implementei|alterei|reescrevi|editei)\b", re.I)
+# A claim in the passive that names what was done to the files before it: "A test script `t.js` has been created",
+# "Docs in `a.md` and `README.md` have been updated", "The logic in `x.js` is now updated".
+_PASSIVE_DONE = re.compile(
+    r"\b(?:has|have) been (?:updated|edited|modified|changed|created|added|fixed|rewritten|refactored|written|extended|"
+    r"adjusted|implemented|corrected)\b|\b(?:is|are) now (?:updated|fixed|modified|changed)\b", re.I)
 _FUTURE = re.compile(r"\b(?:will|going to|let me|let's|need to|should|now I)\b|'ll\b|将|接下来|下一步", re.I)
 # "the documentation for `filelib.js`": the file is what the new text is about, not what was written.
 _ABOUT = re.compile(r"\b(?:for|of|about|from|on|against|with|describing|covering)\s+(?:the\s+)?[`'\"]?$", re.I)
@@ -815,6 +843,9 @@ def _claimed_edits(text: str, known: Sequence[str]) -> list[str]:
                 found.append(name)
         elif (item := _CHANGE_ITEM.match(sentence)) and "?" not in sentence and not _ADVICE.search(sentence):
             found += _item_files(item.group(1), known)
+        elif ((done := _PASSIVE_DONE.search(sentence)) and "?" not in sentence and not _FUTURE.search(sentence)
+              and not _ADVICE.search(sentence)):
+            found += _item_files(sentence[:done.start()], known)  # the subject: what "to check …" follows is not
     return found
 
 
@@ -822,14 +853,21 @@ def _claimed_edits(text: str, known: Sequence[str]) -> list[str]:
 # guard in `throttle.py`", "- **Updated** `a.py` and `b.py`"). Verbs that only look ("Verified", "Ran",
 # "Checked") are not in the list: an item that reports a check changed nothing.
 _CHANGE_ITEM = re.compile(
-    r"^\s*+(?:[-*+•]|\d+[.)])\s++(?:\*\*)?((?:Added|Updated|Edited|Modified|Changed|Extended|Fixed|Patched|Created|"
-    r"Rewrote|Rewritten|Refactored|Replaced|Implemented|Introduced|Tightened|Broadened|Adjusted|Reworked|Wired|"
-    r"Converted|Expanded|Hardened|Simplified|Wrote|Inserted|Appended|Switched|Made)\b.*"
-    r"|(?:已)?(?:修改|修复|更新|添加|新增|创建|新建|重构|实现|替换|调整|完善|改写|重写)了.*)$")
+    r"^\s*+(?:[-*+•]|\d+[.)])\s++(?:[✅✔☑]\ufe0f?\s*)?(?:\*\*)?((?:Added|Updated|Edited|Modified|Changed|Extended|Fixed|"
+    r"Patched|Created|Rewrote|Rewritten|Refactored|Replaced|Implemented|Introduced|Tightened|Broadened|Adjusted|"
+    r"Reworked|Wired|Converted|Expanded|Hardened|Simplified|Wrote|Inserted|Appended|Switched|Made)\b.*"
+    r"|(?:已)?(?:修改|修复|更新|添加|新增|创建|新建|重构|实现|替换|调整|完善|改写|重写)了.*"
+    # Russian short participles, any gender or number ("Обновлена документация в `changelog.md`", "Создан `a.ts`")
+    r"|(?:Добавлен|Обновл[её]н|Измен[её]н|Исправлен|Создан|Расширен|Улучшен|Замен[её]н|Переписан|Реализован|"
+    r"Оптимизирован|Переработан|Доработан|Отредактирован|Упрощ[её]н)(?:а|о|ы)?(?!\w).*"
+    # Spanish and Portuguese participles ("Actualizado `a.js`", "Criado o arquivo `b.ts`")
+    r"|(?:Actualizad|Modificad|Cread|Añadid|Agregad|Corregid|Implementad|Reemplazad|Refactorizad|"
+    r"Atualizad|Adicionad|Criad|Corrigid|Alterad|Substituíd|Refatorad)(?:o|a|os|as)(?!\w).*)$")
 # A file after these words is what the change uses or is about, not where it was made ("switched to `x.ts`").
 _NOT_CHANGED_AT = re.compile(
     r"\b(?:for|of|about|from|on|against|describing|covering|use|uses|using|via|like|than|instead of|matching|"
-    r"import|imports|importing|calls|calling)\s+(?:the\s+)?[`'\"(]?$", re.I)
+    r"import|imports|importing|calls|calling|для|из|используя|вместо|через|para|usando|desde|en lugar de|em vez de)"
+    r"\s+(?:the\s+)?[`'\"(]?$", re.I)
 
 
 # A file moved or renamed, in a change-list item or a first-person claim: "- Moved `src/a.js` → `src/x/a.js`",
@@ -929,19 +967,27 @@ _EXPORTER_FILE = re.compile(r"(?:^|/)\.specstory/|(?:^|/)derived-cursor-rules\.m
 def _resolve_bare_names(touches: list[FileTouch], seen: Sequence[str]) -> list[FileTouch]:
     """Give a file inferred from prose by its bare name ("tasks.ts") the one path the session shows
     for it elsewhere (a stack trace's ``src/domain/tasks.ts:81``, a test run, a later read); a name
-    two different paths end with stays bare."""
+    two different paths end with stays bare, or goes when one of them is listed as changed already."""
     bare = [t for t in touches if "/" not in t.path and t.tool in ("edit_block", "claim")]
     if not bare:
         return touches
     renamed: dict[str, str] = {}
+    dropped: set[str] = set()
+    changed = {t.path for t in touches if t.action != "read"}
     for t in bare:
         cands = {p for p in seen if p.endswith("/" + t.path)}
         # "/home/u/proj/src/a.ts" and "src/a.ts" are one file: keep the shortest spelling.
         cands = {p for p in cands if not any(q != p and p.endswith("/" + q) for q in cands)}
         if len(cands) == 1:
             renamed[t.path] = cands.pop()
+        elif cands & changed:
+            # "Added the command to index.ts" where several index.ts exist and one is listed already: the bare
+            # name adds no file, and listed as it is it names the root's index.ts, which nobody changed.
+            dropped.add(t.path)
     out: dict[str, FileTouch] = {}
     for t in touches:
+        if t.path in dropped:
+            continue
         path = renamed.get(t.path, t.path)
         if path in out:  # already listed at its full path: keep the first touch, refine its action
             out[path] = out[path].model_copy(update={"action": _merge(out[path].action, t.action)})
@@ -1074,7 +1120,8 @@ def subagent_files(text: str, parsed: dict[str, Any] | None = None) -> list[tupl
 _ROOT_MARKERS = frozenset({
     "package.json", "pyproject.toml", "setup.py", "Cargo.toml", "go.mod", "pom.xml", "build.gradle",
     "build.gradle.kts", "settings.gradle", "composer.json", "Gemfile", "requirements.txt", "tsconfig.json",
-    "deno.json", ".gitignore", "README.md", "AGENTS.md", "CLAUDE.md", "Makefile", "Dockerfile",
+    "deno.json", ".gitignore", "README.md", "AGENTS.md", "CLAUDE.md", "Makefile", "Dockerfile", "CMakeLists.txt",
+    "meson.build", "WORKSPACE", "MODULE.bazel",
 })
 
 

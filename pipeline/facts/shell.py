@@ -71,11 +71,21 @@ def is_absolute(path: str) -> bool:
     return path.startswith("/") or bool(_WINDOWS_ABS.match(path))
 
 
-def normalise_path(path: str, cwd: str | None, base: str | None = None) -> str | None:
+# What a shell would expand in a path a tool was handed as it is: "$HOME/x", "${DIR}/x", "$(pwd)/x". A lower-case
+# "$name" there is the file's own name (TanStack Router and Remix route files: "call/$consultationId.tsx").
+_EXPANSION = re.compile(r"\$(?:[{(]|[A-Z_][A-Z0-9_]*(?![\w.-]))")
+
+
+def normalise_path(path: str, cwd: str | None, base: str | None = None, *, literal: bool = False) -> str | None:
     """A path relative to ``cwd`` when it lies under it; None for non-files (/dev/null, globs, $VAR).
-    Windows paths come back with ``/`` (``forward_slashes``), so both spellings of a file are one."""
+    Windows paths come back with ``/`` (``forward_slashes``), so both spellings of a file are one.
+
+    ``literal``: the path is a file tool's argument or a patch header, which no shell expanded, so a ``$`` in
+    it is part of the name unless it reads as a variable (``_EXPANSION``); in a command's words it never is."""
     path = forward_slashes(path.strip())
-    if not path or path == "-" or any(c in path for c in "$*?`") or path.startswith("&"):
+    if not path or path == "-" or any(c in path for c in "*?`") or path.startswith("&"):
+        return None
+    if "$" in path and (not literal or _EXPANSION.search(path)):
         return None
     cwd = forward_slashes(cwd) if cwd else cwd
     base = forward_slashes(base) if base else base

@@ -129,11 +129,37 @@ def _tool_from_inner(name: str, inner: str, kind: str = "") -> tuple[dict[str, A
         if len(paths) > 1:
             args["paths"] = [p.strip() for p in paths]
     if "**Input:**" in body:  # Copilot: "- key: `value`" bullets are the real arguments
-        for key, value in _INPUT_BULLET.findall(body.split("**Input:**", 1)[1]):
+        given = body.split("**Input:**", 1)[1]
+        for key, value in _INPUT_BULLET.findall(given):
             args.setdefault(key, value)
             if key in ("filePath", "file_path", "path") and value:
                 args.setdefault("path", value)
+        if "map[" in given:
+            for key, listed in _go_map_lists(given).items():
+                if not args.get(key):
+                    args[key] = listed
     return args, body
+
+
+# A list argument of objects is rendered the way Go prints it: a bullet with no value ("- replacements:"), then a
+# fence holding "[map[filePath:… newString:… oldString:…] map[…]]" (keys sorted, values unquoted, newlines kept).
+_GO_LIST = re.compile(r"^- (\w+):[ \t]*\n+```[^\n]*\n\[(map\[.*?)\]\n```", re.M | re.S)
+# A path runs to the next key; a Windows path ("e:\\proj\\a.py") holds no " key:" and no newline.
+_GO_PATH = re.compile(r"(?:^|\s|map\[)(filePath|file_path|path):(.+?)(?= [A-Za-z]\w*:|\]|\n|$)", re.M)
+
+
+def _go_map_lists(given: str) -> dict[str, list[dict[str, str]]]:
+    """The file of each object in a Go-rendered list argument (``_GO_LIST``), as the tool's own JSON would hold it:
+    VS Code Copilot's ``multi_replace_string_in_file`` edits several files in one call, named only there."""
+    out: dict[str, list[dict[str, str]]] = {}
+    for m in _GO_LIST.finditer(given):
+        items = []
+        for part in m.group(2).split("] map["):
+            if p := _GO_PATH.search(part):
+                items.append({p.group(1): p.group(2).strip()})
+        if items:
+            out[m.group(1)] = items
+    return out
 
 
 # v2.1 shows a shell call's command as a code span: the summary's whole text (Codex CLI: "Tool use:

@@ -47,6 +47,21 @@ _RECOMMEND = re.compile(
     # and so is the answer an analysis gives itself in a heading ("## Answer: Yes — positive, but U-shaped")
     rf"|^{_ANSWER_HEADING}", re.I | re.M)
 _ANSWERS = re.compile(_ANSWER_HEADING, re.I)
+#: A substitution the session reports or announces is a choice of the new thing over the old ("**Chat** — Replaced
+#: the `<Chat>` component with a custom panel on `useChat`", "I'll fix it by replacing X with Y"): at the start of
+#: a sentence or after its label (past tense: "Replace X with Y" there tells the user what to do), the first person
+#: or "by"; a replacement only described ("the bundler replaces imports with stubs") chooses nothing. Extractive only, as ``_RECOMMEND``: the LLM's hints are recorded prompts.
+_SUBSTITUTION = re.compile(
+    r"(?:(?:^|[—–:][ \t]+)(?:\*\*)?[Rr]eplaced|\b(?:I|[Ww]e)(?:'ve| have)?[ \t]+replaced|\b(?:I|[Ww]e)(?:'ll| will)[ \t]+replace"
+    r"|\bby[ \t]+replacing)[ \t]+(?P<old>[^.;!?\n]{2,120}?)[ \t]with[ \t]+[^ \t\n]", re.M)
+# A region of code or text rewritten ("replaced the body with `unescape(…)`") is an edit, not a choice. Checked on
+# the match, not in the pattern: a lookahead there would leave the RE2 screen unable to take it (a "maybe" for all).
+_REWRITTEN = re.compile(r"(?:the|its|this|that|their)[ \t]+(?:whole[ \t]+|entire[ \t]+)?(?:body|content|contents|code"
+                        r"|line|lines|text|implementation|file)\b")
+
+
+def _substitutes(text: str) -> bool:
+    return any(not _REWRITTEN.match(m.group("old")) for m in _SUBSTITUTION.finditer(text))
 #: Choice words in the other languages sessions are held in (Portuguese, Spanish, French, German, Turkish,
 #: Russian): the note quotes the session, so its decisions are found in the session's own words. Turkish puts the
 #: option turned down before its word ("`QTimer` yerine …": instead of QTimer).
@@ -211,7 +226,7 @@ def _straight(text: str) -> str:
 def _chooses(text: str) -> bool:
     rest = _NOT_A_CHOICE.sub(" ", text)
     return bool(_DECISION.search(rest) or _RECOMMEND.search(rest) or _DECISION_OTHER.search(rest) or _reasoned(rest)
-                or _CORRECTION.match(rest))
+                or _CORRECTION.match(rest) or _substitutes(rest))
 
 
 def _firm(choice: str) -> bool:
@@ -283,7 +298,8 @@ def _plain(d: Decision) -> Decision:
 #: One RE2 pass tells most replies apart from those that may choose (the ``re`` alternations above cost a
 #: scan per position, and most replies choose nothing); a maybe still goes through the ``re`` checks below.
 _MAY_CHOOSE = Screen([_DECISION])
-_MAY_CHOOSE_OR_RECOMMEND = Screen([_DECISION, _RECOMMEND, _DECISION_OTHER, _REASON, _TERSE_FIX, _SO_REASON])
+_MAY_CHOOSE_OR_RECOMMEND = Screen([_DECISION, _RECOMMEND, _DECISION_OTHER, _REASON, _TERSE_FIX, _SO_REASON,
+                                   _SUBSTITUTION])
 
 
 #: A heading (or a bold line) and the first line under it.
@@ -348,14 +364,14 @@ def decision_candidates(messages: Sequence[Message], *, recommendations: bool = 
 
     def chooses(text: str) -> bool:  # one sentence of a reply that may choose: screened again, on its own
         return screen.may_match(text) and bool(_DECISION.search(text) or (recommendations and (
-            _RECOMMEND.search(text) or _DECISION_OTHER.search(text) or _reasoned(text))))
+            _RECOMMEND.search(text) or _DECISION_OTHER.search(text) or _reasoned(text) or _substitutes(text))))
 
     def may_choose(text: str) -> bool:  # the whole reply: any sentence of it may be the reasoned one
         if not screen.may_match(text):
             return False
         return bool(_DECISION.search(text) or (recommendations and (
             _RECOMMEND.search(text) or _DECISION_OTHER.search(text) or _REASON.search(text)
-            or _TERSE_FIX.search(text) or _SO_REASON.search(text))))
+            or _TERSE_FIX.search(text) or _SO_REASON.search(text) or _substitutes(text))))
 
     for m in _live(messages):
         if m.role not in ("user", "assistant") or (m.role == "user" and _kind(m) != "ask"):
