@@ -63,14 +63,15 @@ def temp_path(path: Path, *, directory: bool = False) -> Path:
 
 def atomic_write_text(
     path: Path, text: str, *, sync_dir: bool = True, durable: bool = True, mode: int | None = None
-) -> None:
+) -> os.stat_result:
     """Temp file in the same directory, fsync, ``os.replace``; the temp never outlives a failure.
 
     ``durable=False`` skips the fsyncs for derived data that a re-run recreates (caches, sidecars):
     the rename still makes the write all-or-nothing, only a power cut may lose it. ``mode`` is the
-    new file's permission bits (default ``0666 & ~umask``).
+    new file's permission bits (default ``0666 & ~umask``). Returns the written file's ``stat``,
+    taken before the rename (see ``atomic_write_bytes``).
     """
-    atomic_write_bytes(path, text.encode("utf-8"), sync_dir=sync_dir, durable=durable, mode=mode)
+    return atomic_write_bytes(path, text.encode("utf-8"), sync_dir=sync_dir, durable=durable, mode=mode)
 
 
 def temp_pattern(path: Path) -> str:
@@ -81,8 +82,13 @@ def temp_pattern(path: Path) -> str:
 
 def atomic_write_bytes(
     path: Path, data: bytes, *, sync_dir: bool = True, durable: bool = True, mode: int | None = None
-) -> None:
-    """``atomic_write_text`` for bytes."""
+) -> os.stat_result:
+    """``atomic_write_text`` for bytes.
+
+    The ``stat`` returned is the temp file's, once written: the rename keeps its inode, size and
+    mtime, so it is the stat of ``path`` holding exactly ``data`` (a later ``stat(path)`` could
+    already see another writer's file).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     sweep_once(path.parent)
@@ -90,9 +96,10 @@ def atomic_write_bytes(
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+            fh.flush()
             if durable:
-                fh.flush()
                 os.fsync(fh.fileno())
+            written = os.fstat(fh.fileno())
         os.chmod(tmp, _file_mode() if mode is None else mode)
         os.replace(tmp, path)
     except BaseException:
@@ -101,6 +108,7 @@ def atomic_write_bytes(
         raise
     if sync_dir and durable:
         fsync_dirs([path.parent])
+    return written
 
 
 def remove_tree(path: Path) -> None:
