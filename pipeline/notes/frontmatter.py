@@ -208,23 +208,38 @@ _ODD_SPACE = re.compile(r"[\xa0\xad\u1680\u180e\u2000-\u200f\u2028-\u202f\u205f-
 
 def _as_read(value: Any) -> Any:
     """What the bounded loader reads back for ``value`` as distill dumps it, or ``_UNSURE``."""
+    texts: list[str] = []
+    data = _as_data(value, texts)
+    # Line breaks other than \n, tabs, unprintable and unpaired characters are where a round trip
+    # changes or refuses a string (NEL folds to a space, a lone surrogate fails to load). One search
+    # over every string (keys too) joined by \n, which is allowed, instead of one per string.
+    joined = "\n".join(texts)
+    if data is _UNSURE or _C_UNSAFE_CHAR.search(joined) or _ODD_SPACE.search(joined):
+        return _UNSURE
+    return data
+
+
+def _as_data(value: Any, texts: list[str]) -> Any:
+    """``value`` as plain data of the types YAML round-trips, its strings added to ``texts``; else ``_UNSURE``."""
     kind = type(value)
+    if kind is str:
+        texts.append(value)
+        return value
     if value is None or kind is bool or kind is int:
         return value
     if kind is float:
         return value if value == value and value not in (float("inf"), float("-inf")) else _UNSURE
-    if isinstance(value, str):
-        # Line breaks other than \n, tabs, unprintable and unpaired characters are where a round
-        # trip changes or refuses a string (NEL folds to a space, a lone surrogate fails to load).
-        # A str subclass (``YamlDate``) is written as its text and read as a str.
-        return _UNSURE if _C_UNSAFE_CHAR.search(value) or _ODD_SPACE.search(value) else str(value)
+    if isinstance(value, str):  # a str subclass (``YamlDate``) is written as its text and read as a str
+        texts.append(value)
+        return str(value)
     if kind is list or kind is tuple:
-        items = [_as_read(v) for v in value]
+        items = [_as_data(v, texts) for v in value]
         return _UNSURE if any(v is _UNSURE for v in items) else items
     if kind is dict:
-        if not all(isinstance(k, str) and _as_read(k) is not _UNSURE for k in value):
+        if not all(isinstance(k, str) for k in value):
             return _UNSURE
-        mapping = {str(k): _as_read(v) for k, v in value.items()}
+        texts.extend(value)
+        mapping = {str(k): _as_data(v, texts) for k, v in value.items()}
         return _UNSURE if any(v is _UNSURE for v in mapping.values()) else mapping
     return _UNSURE
 

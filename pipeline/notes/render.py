@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, date, datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -433,20 +433,23 @@ for _dumper in (_NoteDumper, _FastNoteDumper):
             _dumper.add_representer(_type, _represent_when)
 
 
-def _strings(value: Any) -> Iterator[str]:
+def _strings(value: Any, found: list[str]) -> list[str]:
+    """Every string in ``value`` (keys too), appended to ``found``."""
     if isinstance(value, str):
-        yield value
+        found.append(value)
     elif isinstance(value, dict):
         for k, v in value.items():
-            yield from _strings(k)
-            yield from _strings(v)
+            _strings(k, found)
+            _strings(v, found)
     elif isinstance(value, list | tuple):
         for v in value:
-            yield from _strings(v)
+            _strings(v, found)
+    return found
 
 
 def _dumper_for(metadata: dict[str, Any]) -> type[yaml.SafeDumper]:
-    if _FastNoteDumper is None or any(_C_UNSAFE.search(s) for s in _strings(metadata)):
+    # One search over the strings joined by a newline (which the pattern never matches), not one each.
+    if _FastNoteDumper is None or _C_UNSAFE.search("\n".join(_strings(metadata, []))):
         return _NoteDumper
     return _FastNoteDumper
 
