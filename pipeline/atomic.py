@@ -61,6 +61,28 @@ def temp_path(path: Path, *, directory: bool = False) -> Path:
     return Path(tmp)
 
 
+#: Folders this process made or found, so each write need not ask the file system again (a cold run
+#: writes two files per session into a handful of folders; ``mkdir`` of an existing one is a syscall
+#: that fails, and a second that checks it is a folder).
+_folders: set[str] = set()
+
+
+def _temp_beside(path: Path) -> tuple[int, str]:
+    """A new temp file (open fd, name) in ``path``'s folder, made first if need be, after sweeping it once."""
+    folder = path.parent
+    key = str(folder)
+    if key not in _folders:
+        folder.mkdir(parents=True, exist_ok=True)
+        _folders.add(key)
+    sweep_once(folder)
+    prefix = f".{path.name}.{os.getpid()}."
+    try:
+        return tempfile.mkstemp(dir=folder, prefix=prefix, suffix=TEMP_SUFFIX)
+    except FileNotFoundError:  # removed since this process last wrote there
+        folder.mkdir(parents=True, exist_ok=True)
+        return tempfile.mkstemp(dir=folder, prefix=prefix, suffix=TEMP_SUFFIX)
+
+
 def atomic_write_text(
     path: Path, text: str, *, sync_dir: bool = True, durable: bool = True, mode: int | None = None
 ) -> os.stat_result:
@@ -90,9 +112,7 @@ def atomic_write_bytes(
     already see another writer's file).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sweep_once(path.parent)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=TEMP_SUFFIX)
+    fd, tmp = _temp_beside(path)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -144,9 +164,7 @@ class DurableBatch:
     def write(self, path: Path, data: bytes, *, mode: int | None = None) -> os.stat_result:
         """Stage ``data`` for ``path``; returns the stat ``path`` will have once committed."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        sweep_once(path.parent)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=TEMP_SUFFIX)
+        fd, tmp = _temp_beside(path)
         try:
             view = memoryview(data)
             while view:
