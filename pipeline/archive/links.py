@@ -31,7 +31,7 @@ import math
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -275,14 +275,6 @@ def _links_to(items: Sequence[str], rec: NoteRecord, by_id: Mapping[str, NoteRec
 # --------------------------------------------------------------------------- related
 
 
-def _tfidf(docs: Mapping[int, Counter[str]]) -> dict[int, dict[str, float]]:
-    """``pipeline.skills.lexical.tfidf_vectors`` over a mapping (the same weights and normalisation)."""
-    from pipeline.skills.lexical import tfidf_vectors
-
-    keys = list(docs)
-    return dict(zip(keys, tfidf_vectors([docs[k] for k in keys]), strict=True))
-
-
 def related_notes(index: ArchiveIndex, targets: Sequence[int], *, embedder: Callable[[], Any] | None = None,
                   exclude: Mapping[int, set[int]] | None = None, limit: int = RELATED_MAX
                   ) -> tuple[dict[int, list[tuple[int, float]]], bool]:
@@ -290,37 +282,58 @@ def related_notes(index: ArchiveIndex, targets: Sequence[int], *, embedder: Call
 
     ``embedder`` makes the embedder (``pipeline.archive.vectors.embedder_for``), called only when the
     archive already has vectors (see ``EMBED_BUDGET``).
+
+    The lexical part is ``pipeline.skills.lexical.tfidf_vectors`` over every note, computed in three
+    streamed passes over the index (document frequencies; the targets' vectors; the other notes'
+    weights for the targets' terms) so that neither every note's terms nor every note's vector is
+    held at once: they made a cold run's peak memory grow with the number of notes.
     """
     from pipeline.archive.vectors import cosine_ranking, ensure_vectors, vectors_for
+    from pipeline.skills.lexical import tfidf_vector
     from pipeline.skills.promote import Thresholds
 
     th = Thresholds()
-    rows = index.query("SELECT n, terms, wordterms FROM notes WHERE kind = 'session'")
+    n_docs = index.execute("SELECT count(*) FROM notes WHERE kind = 'session'").fetchone()[0]
     vectors: dict[int, list[float]] = {}
     has_vectors = index.execute("SELECT EXISTS (SELECT 1 FROM vectors)").fetchone()[0]
     emb = embedder() if embedder is not None and has_vectors else None
-    if emb is not None and len(rows) - len(vectors_for(index, emb)) <= EMBED_BUDGET:
+    if emb is not None and n_docs - len(vectors_for(index, emb)) <= EMBED_BUDGET:
         ensure_vectors(index, emb)
         vectors = vectors_for(index, emb)
-    semantic = bool(vectors) and len(vectors) == len(rows)
-    docs = {}
-    for r in rows:
-        terms = Counter(json.loads(r["terms"] or "{}"))
-        if not semantic:  # as detection: words only when there is no semantic signal for prose
-            terms.update(json.loads(r["wordterms"] or "{}"))
-        docs[r["n"]] = terms
-    del rows  # the JSON text of every note's terms: not needed once counted (peak memory)
-    tfidf = _tfidf(docs)
-    n_docs = len(docs)
-    del docs
+    semantic = bool(vectors) and len(vectors) == n_docs
+
+    def docs() -> Iterator[tuple[int, Counter[str]]]:
+        for n, terms_json, words_json in index.execute(
+                "SELECT n, terms, wordterms FROM notes WHERE kind = 'session'"):
+            terms = Counter(json.loads(terms_json or "{}"))
+            if not semantic:  # as detection: words only when there is no semantic signal for prose
+                terms.update(json.loads(words_json or "{}"))
+            yield n, terms
+
+    wanted = set(targets)
+    tfidf: dict[int, dict[str, float]] = {}  # the targets' vectors
     postings: dict[str, list[tuple[int, float]]] = {}
-    for n, vec in tfidf.items():
-        for term, weight in vec.items():
-            postings.setdefault(term, []).append((n, weight))
-    # Terms in more than a tenth of the notes (and 50) carry little weight after IDF and would make
-    # the pass quadratic (every pair shares them); their part of the cosine is left out.
-    common = max(50, n_docs // 10)
-    postings = {t: p for t, p in postings.items() if len(p) <= common}
+    index.execute("BEGIN")  # one snapshot for the three passes: a refresh elsewhere must not move them apart
+    try:
+        df: Counter[str] = Counter()
+        n_docs = 0
+        for _, terms in docs():
+            df.update(terms.keys())
+            n_docs += 1
+        for n, terms in docs():
+            if n in wanted:
+                tfidf[n] = tfidf_vector(terms, df, n_docs)
+        # Terms in more than a tenth of the notes (and 50) carry little weight after IDF and would make
+        # the pass quadratic (every pair shares them); their part of the cosine is left out.
+        common = max(50, n_docs // 10)
+        shared = {term for vec in tfidf.values() for term in vec if df[term] <= common}
+        for n, terms in docs():
+            if not shared.isdisjoint(terms):
+                for term, weight in tfidf_vector(terms, df, n_docs).items():
+                    if term in shared:
+                        postings.setdefault(term, []).append((n, weight))
+    finally:
+        index.execute("COMMIT")
     found: dict[int, list[tuple[int, float]]] = {}
     floor = RELATED_FLOOR if semantic else RELATED_FLOOR_LEXICAL
     for t in targets:
