@@ -4,11 +4,11 @@
 
 ``bench_core.py`` times whole commands; this script explains them. It runs every session the
 default source filters select through the stages ``run.py`` composes (read+decode, redact, chunk,
-facts, extractive summary, render, YAML, skill evidence), in one process and without writing,
-and prints the CPU seconds of each (``time.process_time``), in total and per session. It also
-times the smallest possible unchanged-re-run check for comparison: a bare interpreter that reads
-the sessions table, aggregates message counts and hashes one fingerprint per session, with
-nothing of ``pipeline`` imported (the floor for any fingerprint-based ``distill`` re-run).
+facts, extractive summary, render, YAML, skill evidence, the note's archive index row), in one
+process and without writing, and prints the CPU seconds of each (``time.process_time``), in total
+and per session. It also times the smallest possible unchanged-re-run check for comparison: a bare
+interpreter that reads the sessions table, aggregates message counts and hashes one fingerprint per
+session, with nothing of ``pipeline`` imported (the floor for any fingerprint-based ``distill`` re-run).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ for r in rows:
 
 
 def stage_times(db_path: Path) -> tuple[int, Counter[str]]:
+    from pipeline.archive.index import written_row
     from pipeline.chunk import chunk_session
     from pipeline.config import DEFAULT_CHUNK_TOKENS, build_settings
     from pipeline.facts.derive import derive_facts
@@ -45,7 +46,7 @@ def stage_times(db_path: Path) -> tuple[int, Counter[str]]:
     from pipeline.read.hermes import HermesDB
     from pipeline.redact import redact_session
     from pipeline.run.runner import select_sessions
-    from pipeline.skills.evidence import evidence_from_session
+    from pipeline.skills.evidence import evidence_from_session, sidecar_text
     from pipeline.summarize.extractive import summarise_extractive
 
     spent: Counter[str] = Counter()
@@ -76,10 +77,12 @@ def stage_times(db_path: Path) -> tuple[int, Counter[str]]:
             note = render_note(session, summary, facts, content_hash="sha256:-", distilled_at=now,
                                link_for=default_link, skills=())
             lap("render")
-            dump_note(note.frontmatter, note.body)
+            text = dump_note(note.frontmatter, note.body)
             lap("YAML + file text")
-            evidence_from_session(session, summary, facts, note_path=note.relpath).model_dump_json()
+            sidecar = sidecar_text(evidence_from_session(session, summary, facts, note_path=note.relpath))
             lap("skill evidence")
+            written_row(note.relpath, text, note.frontmatter, sidecar)
+            lap("archive index row")
             n += 1
     return n, spent
 

@@ -226,6 +226,82 @@ def test_index_is_incremental_and_never_an_error(home: Path) -> None:
     assert (out / ".distill").stat().st_mtime_ns == before
 
 
+def _rows(out: Path) -> list[tuple[object, ...]]:
+    """Every ``notes`` row but its stat columns, by path: what a refresh read from the files."""
+    con = sqlite3.connect(out / ".distill" / "archive" / "index.db")
+    try:
+        cols = [r[1] for r in con.execute("PRAGMA table_info(notes)") if r[1] not in ("n", "mtime_ns", "ino")]
+        return con.execute(f"SELECT {', '.join(cols)} FROM notes ORDER BY path").fetchall()
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_run_indexes_its_notes_without_reading_them_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           jobs: int) -> None:
+    """The rows the workers compute are the rows reading the notes gives, and no written note is read."""
+    from pipeline.archive import index as index_module
+    from pipeline.config import build_settings
+    from pipeline.run import pool
+    from pipeline.run.runner import run
+
+    db = tmp_path / "state.db"
+    shutil.copy(V31, db)
+    out = tmp_path / "archive"
+    read: list[str] = []
+    row = index_module.ArchiveIndex._row
+
+    def counted(self: index_module.ArchiveIndex, rel: str, *args: object) -> dict[str, object]:
+        read.append(rel)
+        return row(self, rel, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(index_module.ArchiveIndex, "_row", counted)
+    monkeypatch.setattr(pool, "MIN_SESSIONS", 1)  # worker processes even for the fixture's few sessions
+    report = run(build_settings(db=db, out=out, env={"HERMES_HOME": str(tmp_path / "h")}, select_all=True,
+                                include_sources=["cli", "telegram", "subagent"], summarizer="extractive", jobs=jobs))
+    written = [os.path.relpath(r.path, out) for r in report.results if r.status == "written" and r.path]
+    assert len(written) >= 5 and not report.failed
+    assert read == []  # every note is indexed from the row staged when it was written
+    staged = _rows(out)
+
+    (out / ".distill" / "archive" / "index.db").unlink()
+    from pipeline.archive.index import open_index
+
+    index, stats = open_index(out)
+    index.close()
+    assert stats.read == len(staged) and _rows(out) == staged
+
+
+def test_a_staged_row_is_used_only_for_the_file_it_describes(home: Path) -> None:
+    """A note changed after its row was staged (an edit in place, a replacement) is read again."""
+    from pipeline.archive.index import ArchiveIndex, open_index, scan
+
+    out = home / "archive"
+    rel = os.path.relpath(note_path(out, SID["branch"], home), out)
+    index, _ = open_index(out)
+    try:
+        row = dict(index.query("SELECT * FROM notes WHERE path = ?", [rel])[0])
+        stale = {k: v for k, v in row.items() if k not in ("n", "path", "mtime_ns", "size", "ino")}
+        index.stage([(rel, scan(out)[rel], {**stale, "title": "staged title"})])
+        index.execute("UPDATE notes SET mtime_ns = 0 WHERE path = ?", [rel])  # as if the file changed since
+    finally:
+        index.close()
+    index, stats = open_index(out)
+    try:
+        assert stats.read == 0 and index.query("SELECT title FROM notes WHERE path = ?", [rel])[0]["title"] == "staged title"
+        assert index.query("SELECT count(*) AS n FROM staged")[0]["n"] == 0  # used once, then dropped
+        index.stage([(rel, scan(out)[rel], {**stale, "title": "staged title"})])
+    finally:
+        index.close()
+    path = out / rel
+    path.write_text(path.read_text(encoding="utf-8") + "\nrhubarb-43\n", encoding="utf-8")  # in place: new mtime
+    with ArchiveIndex(out) as index:
+        stats = index.refresh()
+        assert stats.read == 1
+        assert index.query("SELECT title, text FROM notes WHERE path = ?", [rel])[0]["title"] != "staged title"
+        assert "rhubarb-43" in index.query("SELECT text FROM notes WHERE path = ?", [rel])[0]["text"]
+
+
 # --------------------------------------------------------------------------- links
 
 

@@ -40,7 +40,7 @@ def test_a_kill_between_the_sidecar_and_the_note_leaves_the_note_stale(tmp_path:
     from pipeline.notes.store import NoteStore
     from pipeline.read.hermes import HermesDB
     from pipeline.run.steps import commit, draft_note, extractive
-    from pipeline.skills.evidence import load_sidecar
+    from pipeline.skills.evidence import Evidence, load_sidecar
 
     db = Path(__file__).resolve().parent.parent / "fixtures" / "hermes" / "state-v31.db"
     out = tmp_path / "out"
@@ -65,4 +65,4 @@ def test_a_kill_between_the_sidecar_and_the_note_leaves_the_note_stale(tmp_path:
         again = draft(store)
         assert again.status == "note"  # so the re-run does the session again, sidecar included
         assert commit(again, settings=settings, store=store).status == "written"
-    assert load_sidecar(out, session.id) == again.evidence
+    assert again.sidecar is not None and load_sidecar(out, session.id) == Evidence.model_validate_json(again.sidecar)

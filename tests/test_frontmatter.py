@@ -88,3 +88,45 @@ def test_edit_round_trips_on_what_distill_writes() -> None:
         assert load_frontmatter(out)[0] == {**meta, key: value}
         untouched = [line for line in text.splitlines() if not line.startswith((key, "-", " "))]
         assert all(line in out.splitlines() for line in untouched)
+
+
+def _odd_strings(seed: int, n: int) -> list[str]:
+    """Strings built from YAML's indicators, look-alike scalars and characters from all of Unicode."""
+    import random
+
+    rng = random.Random(seed)
+    pieces = [*"abc :#-'\"\\\n\r\t{}[],&*!|>%@`?=~.0123456789eExX+_/ ", "yes", "null", "true", "~", "0x", "1e5",
+              "2026-11-20", ".inf", ".nan", "<<", "---", "...", "\n---\n", "- ", ": ", " #", "\n\n", "  ", "\x85",
+              "\u2028", "\ufeff", "\x00", "\x7f", "\ud800", "\xa0", "\u3000", "\u200b", "😀", "中"]
+
+    def char() -> str:
+        r = rng.random()
+        return rng.choice(pieces) if r < 0.6 else chr(rng.randint(0xA0, 0xFFFF) if r < 0.9 else rng.randint(0x10000, 0x10FFFF))
+
+    return ["".join(char() for _ in range(rng.randint(0, 12))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_load_written_reads_what_load_frontmatter_reads(seed: int) -> None:
+    """The worker's shortcut (no YAML parse of a note it just dumped) agrees with parsing, or parses."""
+    from pipeline.notes import frontmatter
+    from pipeline.notes.frontmatter import load_written
+    from pipeline.notes.render import YamlDate, dump_note
+
+    fast = 0
+    for value in _odd_strings(seed, 1500):
+        meta = {"type": "conversation", "id": value or "x", "title": value, "tags": [value, "distill"], "n": 3,
+                "cost_usd": 0.692248, "tiny": 1e-07, "date": YamlDate("2026-11-20"), "none": None, "flag": True,
+                "nested": {"k": [value, {"z": value}]}, (value[:3] or "k"): value}
+        text = dump_note(meta, f"# {value}\n\n## Notes\n{value}\n")
+        try:
+            want: object = load_frontmatter(text)
+        except FrontmatterError as exc:
+            want = type(exc)
+        try:
+            got: object = load_written(text, meta)
+        except FrontmatterError as exc:
+            got = type(exc)
+        assert got == want, repr(value)
+        fast += frontmatter._as_read(meta) is not frontmatter._UNSURE
+    assert fast > 500  # the shortcut is taken for most of it; the rest is parsed

@@ -450,3 +450,40 @@ def test_fast_and_python_emitters_write_the_same_text(value: str) -> None:
 def test_emoji_titles_stay_readable() -> None:
     text = note_text(render(make_session(title="🚀 ship it 🎉"), make_summary(title=None)))
     assert "title: 🚀 ship it 🎉\n" in text and "\\U0001F680" not in text
+
+
+def test_plain_yaml_writes_what_yaml_dump_writes() -> None:
+    """The frontmatter writer without PyYAML agrees byte for byte with ``yaml.dump``, or defers to it."""
+    import random
+
+    import yaml
+
+    from pipeline.notes import render as r
+    from tests.test_frontmatter import _odd_strings
+
+    rng = random.Random(5)
+    extra = ["Router queue #0", "x: y", "-x", "- x", "1.5", "yes", "it's", "?x", "? x", "a:b", "a #b", "a#b", "中文 标题",
+             "", " lead", "trail ", "@x", "=", "<<", "~", "---x", "...", "[x]", "x]", "'q'", '"q"', "x:", ":x", "!x",
+             "null", "Null", "on", "OFF", "0x1f", "1e5", "2026-11-20", "2026-11-20T08:00:00", ".inf", "-.5", "+1",
+             "ok.", "a\\b", "src/a.py", "~/x", "%x", "|x", ">x", "{x", "*x", "&x", "`x`", "a, b", "C:\\x"]
+    # Printable text heavy in YAML's indicators, where plain, quoted and deferred cases meet.
+    printable = ["".join(rng.choice("ab :#-'\"?,[]{}&*!|>%@`~=.0123456789eE+/\\_中é") for _ in range(rng.randint(1, 9)))
+                 for _ in range(3000)]
+    odd = _odd_strings(7, 1500)
+    taken = 0
+    for i in range(4500):
+        pool = extra + printable if i % 3 else odd
+        pick = [pool[(i * 7 + k * 13) % len(pool)] for k in range(5)]
+        meta = {"type": "conversation", "title": pick[0], "aliases": [pick[1]], "date": r.YamlDate("2026-11-20"),
+                "started_at": r.YamlDate(pick[2][:19]) if i % 5 == 0 else r.YamlDate("2026-11-20T08:00:00"),
+                "n": rng.choice([0, 3, -7, 10**15, True, False, None]),
+                "cost_usd": rng.choice([0.692248, 1e-05, 1e16, 0.1 + 0.2, 12.0, -0.0, float("nan"), float("inf"), None]),
+                "projects": [], "tags": [*pick[3:5], pick[0]], "end_evidence": pick[4] if i % 3 else None,
+                pick[1] if i % 11 == 0 else "extra": rng.choice(["x", 1, ["y"], {"k": "v"}, (), ("a", "b")])}
+        want = yaml.dump(meta, Dumper=r._dumper_for(meta), sort_keys=False, width=1_000_000,
+                         default_flow_style=False, allow_unicode=True).strip()
+        got = r._plain_yaml(meta)
+        if got is not None:
+            taken += 1
+            assert got == want, (meta, got, want)
+    assert taken > 1000  # most metadata takes the shortcut

@@ -397,3 +397,42 @@ def test_note_dirs_are_fsynced_once_before_the_index(tmp_path: Path, monkeypatch
     synced = events[3][1]
     assert tmp_path / "out" / "2026" / "11" in synced and tmp_path / "out" / "2026" in synced
     assert events[4][1] == INDEX_FILE and events[4][2] == {}
+
+
+def test_a_durable_batch_renames_only_synced_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every temp's data is fsynced before any of them is renamed, and nothing is left half done."""
+    import pipeline.atomic
+    from pipeline.atomic import DurableBatch
+
+    events: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(pipeline.atomic.os, "fsync", lambda fd: (events.append("fsync"), real_fsync(fd))[1])
+    monkeypatch.setattr(pipeline.atomic.os, "replace",
+                        lambda src, dst: (events.append("replace"), real_replace(src, dst))[1])
+    old = tmp_path / "a.md"
+    old.write_text("old", encoding="utf-8")
+    with DurableBatch() as batch:
+        st = batch.write(old, b"new a")
+        batch.write(tmp_path / "sub" / "b.md", b"new b")
+        assert old.read_text(encoding="utf-8") == "old"  # nothing renamed before the commit
+    assert events[:2] == ["fsync", "fsync"] and events[2:4] == ["replace", "replace"]
+    assert old.read_text(encoding="utf-8") == "new a" and (tmp_path / "sub" / "b.md").read_text(encoding="utf-8") == "new b"
+    now = old.stat()
+    assert (st.st_mtime_ns, st.st_size, st.st_ino) == (now.st_mtime_ns, now.st_size, now.st_ino)
+    assert leftovers(tmp_path) == []
+
+    # An error before the commit (or in it) leaves the old files and no temp.
+    with pytest.raises(RuntimeError), DurableBatch() as batch:
+        batch.write(old, b"newer")
+        raise RuntimeError("a note could not be edited")
+    assert old.read_text(encoding="utf-8") == "new a" and leftovers(tmp_path) == []
+
+    def full(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pipeline.atomic.os, "fsync", full)
+    with pytest.raises(OSError, match="No space"), DurableBatch() as batch:
+        batch.write(old, b"newest")
+        batch.write(tmp_path / "c.md", b"c")
+    assert old.read_text(encoding="utf-8") == "new a" and not (tmp_path / "c.md").exists()
+    assert leftovers(tmp_path) == []

@@ -19,6 +19,13 @@ racing the read is seen again on the next refresh. Every command that reads the 
 it first; two processes refreshing at once serialise on SQLite's write lock
 (``BEGIN IMMEDIATE``), and the second finds nothing left to do.
 
+**Fed by the run.** The worker that rendered a note also computes its row (``session_row``, from the
+note's data rather than by parsing the YAML it just wrote) and the run stages it (``stage``: the row in
+``staged`` with the ``stat`` of the file it describes, taken from the written temp file before its
+rename). ``refresh`` takes a staged row instead of reading the file when the file's ``stat`` is
+exactly the staged one, and reads it otherwise; rows still get their rowids in scan order, so the
+index is the one a refresh that read every note would build.
+
 **Never an error.** A missing index is built; one SQLite cannot read, or with an older schema, is
 deleted and rebuilt; a read-only archive gets an index in memory for the length of the command.
 """
@@ -36,11 +43,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from pipeline.archive.notefile import NoteRecord, read_note, record_of
+from pipeline.archive.notefile import NoteFile, NoteRecord, read_note, record_of
 from pipeline.notes.frontmatter import FrontmatterError
 
 if TYPE_CHECKING:
     import sqlite_utils
+
+    from pipeline.skills.evidence import Evidence
 
 #: ``<out>/.distill/archive/index.db``: a folder of its own, so the WAL files SQLite creates and removes
 #: on every open do not move ``.distill``'s mtime, which an unchanged re-run's record watches
@@ -48,8 +57,8 @@ if TYPE_CHECKING:
 ARCHIVE_DIR = "archive"
 INDEX_FILE = "index.db"
 #: Bump when the tables change: an index with another version is rebuilt, not migrated (it is derived).
-#: 2: the FTS tables are filled by ``refresh`` (no triggers).
-SCHEMA_VERSION = 2
+#: 2: the FTS tables are filled by ``refresh`` (no triggers). 3: ``staged`` rows from the run's workers.
+SCHEMA_VERSION = 3
 #: Top-level folders of the archive that hold no session notes: distill's own, and a vault's hidden ones.
 SKIP_DIRS = frozenset({"skills", "projects"})
 
@@ -223,6 +232,7 @@ class ArchiveIndex:
             db["notes"].create_index(["path"], unique=True)
             db["notes"].create_index(["id"])
             db["vectors"].create({"key": str, "model": str, "vector": bytes}, pk="key")
+            db["staged"].create({"path": str, "mtime_ns": int, "size": int, "ino": int, "row": str}, pk="path")
             for statement in _FTS:
                 db.execute(statement)
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -262,14 +272,19 @@ class ArchiveIndex:
                 top = self.execute("SELECT coalesce(max(n), 0) FROM notes").fetchone()[0]
                 rows = []
                 for rel in changed:
-                    rows.append(self._row(rel, disk[rel], problems))
-                    read += 1
+                    row = self._staged(rel, disk[rel])
+                    if row is None:
+                        row = self._row(rel, disk[rel], problems)
+                        read += 1
+                    rows.append(row)
                     if len(rows) >= INSERT_BATCH:  # a cold run's 2,000 rows at once held their text twice
                         self._insert(rows)
                         rows = []
                 removed = len(gone)
                 if rows:
                     self._insert(rows)
+                for batch in _batches(changed, 500):  # used, or stale: the file moved on since
+                    self.execute(f"DELETE FROM staged WHERE path IN ({','.join('?' * len(batch))})", batch)
                 for table in _FTS_TABLES:
                     self.execute(f"INSERT INTO {table}(rowid, title, goal, text) "
                                  f"SELECT n, title, goal, text FROM notes WHERE n > ?", [top])
@@ -315,6 +330,26 @@ class ArchiveIndex:
         sql = f"INSERT INTO notes ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
         self.conn.executemany(sql, [[row.get(c) for c in columns] for row in rows])
 
+    def stage(self, rows: Sequence[tuple[str, Stat, dict[str, Any]]]) -> None:
+        """Keep ``(path, stat, row)`` for ``refresh``: the row of the file at ``path`` while its stat is ``stat``.
+
+        ``row`` is ``session_row``'s for the exact text the file holds; the stat must come from that
+        file (``atomic.atomic_write_bytes`` returns the written temp file's), never from a later
+        ``stat`` of the path, which another writer may have replaced in between.
+        """
+        if not rows:
+            return
+        with _immediate(self.conn):
+            self.conn.executemany(
+                "INSERT OR REPLACE INTO staged (path, mtime_ns, size, ino, row) VALUES (?, ?, ?, ?, ?)",
+                [(rel, *st, json.dumps({**row, "path": rel})) for rel, st, row in rows])
+
+    def _staged(self, rel: str, st: Stat) -> dict[str, Any] | None:
+        found = self.execute("SELECT mtime_ns, size, ino, row FROM staged WHERE path = ?", [rel]).fetchone()
+        if found is None or tuple(found[:3]) != st:
+            return None
+        return {"path": rel, "mtime_ns": st[0], "size": st[1], "ino": st[2], **json.loads(found[3])}
+
     def _row(self, rel: str, st: Stat, problems: list[str]) -> dict[str, Any]:
         row: dict[str, Any] = {"path": rel, "mtime_ns": st[0], "size": st[1], "ino": st[2], "kind": "other"}
         try:
@@ -327,13 +362,9 @@ class ArchiveIndex:
             return {**row, "kind": "broken", "problem": str(exc)}
         if not note.is_session:
             return row
-        record = record_of(rel, note)
-        data = record.model_dump()
-        for col in LIST_COLUMNS:
-            data[col] = json.dumps(list(data[col]), ensure_ascii=False)
-        terms, words = lexical_signal(self.out, record)
-        return {**row, **data, "kind": "session", "semantic": record.semantic_text(),
-                "terms": json.dumps(terms, ensure_ascii=False), "wordterms": json.dumps(words, ensure_ascii=False)}
+        from pipeline.skills.evidence import load_sidecar
+
+        return {**row, **session_row(rel, note, load_sidecar(self.out, str(note.meta["id"])))}
 
     # ------------------------------------------------------------------ reading
 
@@ -348,13 +379,106 @@ class ArchiveIndex:
         return [(r["path"], r["problem"] or "") for r in self.query("SELECT path, problem FROM notes WHERE kind = 'broken'")]
 
 
+def written_row(rel: str, text: str, frontmatter: dict[str, Any], sidecar: str | None) -> dict[str, Any] | None:
+    """``session_row`` of a note just rendered, for ``ArchiveIndex.stage``: what ``refresh`` would read.
+
+    ``text`` is the file text made from ``frontmatter`` (``notes.render.dump_note``), ``sidecar`` its
+    evidence sidecar's text. The YAML is not parsed back where its data says what a parse would give
+    (``notes.frontmatter.load_written``). None for a text ``refresh`` would not index as a session note.
+    """
+    from pipeline.archive.notefile import sections
+    from pipeline.notes.frontmatter import load_written
+    from pipeline.skills.evidence import Evidence
+
+    try:
+        meta, body = load_written(text, frontmatter)
+    except FrontmatterError:
+        return None  # the refresh reads it and reports the problem
+    note = NoteFile(meta=meta, body=body, sections=sections(body))
+    if not note.is_session:
+        return None
+    return session_row(rel, note, None if sidecar is None else Evidence.model_validate_json(sidecar))
+
+
+class RowStager:
+    """Rows of the notes a run writes, staged in the archive index in batches (``ArchiveIndex.stage``).
+
+    ``add`` may be called from any thread (the run's commit threads); ``flush`` writes the rows from
+    the thread that made the stager, since an SQLite connection stays in its thread. The index is
+    derived data: if it cannot be written, staging stops and ``refresh`` reads the notes as before.
+    """
+
+    def __init__(self, out: Path, batch: int = INSERT_BATCH) -> None:
+        import threading
+
+        self.out = Path(out)
+        self.batch = batch
+        self._lock = threading.Lock()
+        self._rows: list[tuple[str, Stat, dict[str, Any]]] = []
+        self._index: ArchiveIndex | None = None
+        self._off = False
+
+    def add(self, rel: str, st: Stat, row: dict[str, Any]) -> None:
+        with self._lock:
+            if not self._off:
+                self._rows.append((rel, st, row))
+
+    def flush(self, *, every: bool = False) -> None:
+        """Stage the rows added so far, once there are ``batch`` of them (``every``: any)."""
+        with self._lock:
+            if self._off or not self._rows or (len(self._rows) < self.batch and not every):
+                return
+            rows, self._rows = self._rows, []
+        try:
+            if self._index is None:
+                self._index = ArchiveIndex(self.out)
+                if self._index.in_memory:  # a read-only archive: nothing to keep for later
+                    self._stop()
+                    return
+            self._index.stage(rows)
+        except (sqlite3.Error, OSError):
+            self._stop()
+
+    def close(self) -> None:
+        try:
+            self.flush(every=True)
+        finally:
+            if self._index is not None:
+                self._index.close()
+                self._index = None
+
+    def _stop(self) -> None:
+        with self._lock:
+            self._off, self._rows = True, []
+
+
+def session_row(rel: str, note: NoteFile, side: Evidence | None) -> dict[str, Any]:
+    """The ``notes`` columns of a session note but its stat: its record, search text and lexical terms.
+
+    ``side`` is the note's evidence sidecar as ``skills.evidence.load_sidecar`` reads it (None: none).
+    """
+    record = record_of(rel, note)
+    data = record.model_dump()
+    for col in LIST_COLUMNS:
+        data[col] = json.dumps(list(data[col]), ensure_ascii=False)
+    terms, words = lexical_signal_of(record, side)
+    return {**data, "kind": "session", "semantic": record.semantic_text(),
+            "terms": json.dumps(terms, ensure_ascii=False), "wordterms": json.dumps(words, ensure_ascii=False)}
+
+
 def lexical_signal(out: Path, record: NoteRecord) -> tuple[dict[str, int], dict[str, int]]:
     """(identifier terms, goal/decision word terms) of a note: skill detection's lexical features
     (``pipeline.skills.lexical``), with the commands, tools and errors of the run's evidence sidecar."""
-    from pipeline.skills.evidence import Evidence, load_sidecar
+    from pipeline.skills.evidence import load_sidecar
+
+    return lexical_signal_of(record, load_sidecar(out, record.id))
+
+
+def lexical_signal_of(record: NoteRecord, side: Evidence | None) -> tuple[dict[str, int], dict[str, int]]:
+    """``lexical_signal`` with the sidecar given."""
+    from pipeline.skills.evidence import Evidence
     from pipeline.skills.lexical import lexical_terms, word_terms
 
-    side = load_sidecar(out, record.id)
     ev = Evidence(
         session_id=record.id, title=record.title[:200], goal=record.goal[:600],
         decisions=tuple(d[:300] for d in record.decisions[:12]), files=tuple(f[:200] for f in record.output_files[:40]),

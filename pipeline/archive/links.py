@@ -24,14 +24,17 @@ run did not write gets ``version`` + 1.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
+import os
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -40,6 +43,9 @@ from pipeline.archive.lock import archive_lock
 from pipeline.archive.notefile import NoteRecord
 from pipeline.notes.frontmatter import FrontmatterError, edit_frontmatter, load_frontmatter, split_note
 from pipeline.notes.render import headings_for, section_labels, slugify
+
+if TYPE_CHECKING:
+    from pipeline.atomic import DurableBatch
 
 PROJECTS_DIR = "projects"
 #: Related notes per note, and the least similarity to list one: above the 99th percentile of unrelated
@@ -54,6 +60,8 @@ EMBED_BUDGET = 64
 #: Notes a run links to related ones (the newest); a first run over thousands of sessions links the
 #: rest with ``distill index --links`` (about 10 ms a note).
 LINK_MAX = 200
+#: Note edits made durable together (``atomic.DurableBatch``): bounds the files and locks held open at once.
+EDIT_BATCH = 128
 
 #: The ``notes`` columns the link pass reads for every note (``NoteRecord`` fields but goal and text).
 LINK_COLUMNS = ("path", "id", "title", "date", "started_at", "source", "model", "projects", "tags", "end_state",
@@ -152,28 +160,27 @@ def section_items(body: str, key: str) -> list[str]:
 # --------------------------------------------------------------------------- edits of one note
 
 
-def _edit_note(path: Path, *, body_edit: Any = None, related: list[str] | None = None,
-               values: Mapping[str, Any] | None = None, bump: bool = False) -> bool:
-    """Apply a body edit (text → text) and set ``related:`` (None: leave it) in place; True when it changed.
+def _edit_note(path: Path, batch: DurableBatch, *, body_edit: Any = None, related: list[str] | None = None,
+               values: Mapping[str, Any] | None = None, bump: bool = False) -> os.stat_result | None:
+    """Apply a body edit (text → text) and set ``related:`` (None: leave it) in place, the new text
+    staged in ``batch``; the stat the note will have, or None when nothing changed.
 
     The frontmatter is parsed only when the body changed: the ``related:`` key mirrors the Related
     section, so an unchanged section means an unchanged key (a pass over 2,000 notes parses few).
     """
-    from pipeline.atomic import atomic_write_text
-
     text = path.read_text(encoding="utf-8")
     parts = split_note(text)
     if parts is None:
-        return False
+        return None
     opening, block, rest = parts
     closing, _, body = rest.partition("\n")
     new_body = body_edit(body) if body_edit else body
     if new_body == body and not values:
-        return False
+        return None
     meta, _ = load_frontmatter(text)
     wanted = {k: v for k, v in (values or {}).items() if meta.get(k) != v}
     if new_body == body and not wanted:
-        return False
+        return None
     values = wanted
     remove: list[str] = []
     if related is not None:
@@ -187,8 +194,7 @@ def _edit_note(path: Path, *, body_edit: Any = None, related: list[str] | None =
     head = opening + block + closing + "\n"
     if values or remove:
         head = edit_frontmatter(head, values, remove)
-    atomic_write_text(path, head + new_body, sync_dir=False)
-    return True
+    return batch.write(path, (head + new_body).encode("utf-8"))
 
 
 # --------------------------------------------------------------------------- lineage
@@ -269,14 +275,6 @@ def _links_to(items: Sequence[str], rec: NoteRecord, by_id: Mapping[str, NoteRec
 # --------------------------------------------------------------------------- related
 
 
-def _tfidf(docs: Mapping[int, Counter[str]]) -> dict[int, dict[str, float]]:
-    """``pipeline.skills.lexical.tfidf_vectors`` over a mapping (the same weights and normalisation)."""
-    from pipeline.skills.lexical import tfidf_vectors
-
-    keys = list(docs)
-    return dict(zip(keys, tfidf_vectors([docs[k] for k in keys]), strict=True))
-
-
 def related_notes(index: ArchiveIndex, targets: Sequence[int], *, embedder: Callable[[], Any] | None = None,
                   exclude: Mapping[int, set[int]] | None = None, limit: int = RELATED_MAX
                   ) -> tuple[dict[int, list[tuple[int, float]]], bool]:
@@ -284,37 +282,58 @@ def related_notes(index: ArchiveIndex, targets: Sequence[int], *, embedder: Call
 
     ``embedder`` makes the embedder (``pipeline.archive.vectors.embedder_for``), called only when the
     archive already has vectors (see ``EMBED_BUDGET``).
+
+    The lexical part is ``pipeline.skills.lexical.tfidf_vectors`` over every note, computed in three
+    streamed passes over the index (document frequencies; the targets' vectors; the other notes'
+    weights for the targets' terms) so that neither every note's terms nor every note's vector is
+    held at once: they made a cold run's peak memory grow with the number of notes.
     """
     from pipeline.archive.vectors import cosine_ranking, ensure_vectors, vectors_for
+    from pipeline.skills.lexical import tfidf_vector
     from pipeline.skills.promote import Thresholds
 
     th = Thresholds()
-    rows = index.query("SELECT n, terms, wordterms FROM notes WHERE kind = 'session'")
+    n_docs = index.execute("SELECT count(*) FROM notes WHERE kind = 'session'").fetchone()[0]
     vectors: dict[int, list[float]] = {}
     has_vectors = index.execute("SELECT EXISTS (SELECT 1 FROM vectors)").fetchone()[0]
     emb = embedder() if embedder is not None and has_vectors else None
-    if emb is not None and len(rows) - len(vectors_for(index, emb)) <= EMBED_BUDGET:
+    if emb is not None and n_docs - len(vectors_for(index, emb)) <= EMBED_BUDGET:
         ensure_vectors(index, emb)
         vectors = vectors_for(index, emb)
-    semantic = bool(vectors) and len(vectors) == len(rows)
-    docs = {}
-    for r in rows:
-        terms = Counter(json.loads(r["terms"] or "{}"))
-        if not semantic:  # as detection: words only when there is no semantic signal for prose
-            terms.update(json.loads(r["wordterms"] or "{}"))
-        docs[r["n"]] = terms
-    del rows  # the JSON text of every note's terms: not needed once counted (peak memory)
-    tfidf = _tfidf(docs)
-    n_docs = len(docs)
-    del docs
+    semantic = bool(vectors) and len(vectors) == n_docs
+
+    def docs() -> Iterator[tuple[int, Counter[str]]]:
+        for n, terms_json, words_json in index.execute(
+                "SELECT n, terms, wordterms FROM notes WHERE kind = 'session'"):
+            terms = Counter(json.loads(terms_json or "{}"))
+            if not semantic:  # as detection: words only when there is no semantic signal for prose
+                terms.update(json.loads(words_json or "{}"))
+            yield n, terms
+
+    wanted = set(targets)
+    tfidf: dict[int, dict[str, float]] = {}  # the targets' vectors
     postings: dict[str, list[tuple[int, float]]] = {}
-    for n, vec in tfidf.items():
-        for term, weight in vec.items():
-            postings.setdefault(term, []).append((n, weight))
-    # Terms in more than a tenth of the notes (and 50) carry little weight after IDF and would make
-    # the pass quadratic (every pair shares them); their part of the cosine is left out.
-    common = max(50, n_docs // 10)
-    postings = {t: p for t, p in postings.items() if len(p) <= common}
+    index.execute("BEGIN")  # one snapshot for the three passes: a refresh elsewhere must not move them apart
+    try:
+        df: Counter[str] = Counter()
+        n_docs = 0
+        for _, terms in docs():
+            df.update(terms.keys())
+            n_docs += 1
+        for n, terms in docs():
+            if n in wanted:
+                tfidf[n] = tfidf_vector(terms, df, n_docs)
+        # Terms in more than a tenth of the notes (and 50) carry little weight after IDF and would make
+        # the pass quadratic (every pair shares them); their part of the cosine is left out.
+        common = max(50, n_docs // 10)
+        shared = {term for vec in tfidf.values() for term in vec if df[term] <= common}
+        for n, terms in docs():
+            if not shared.isdisjoint(terms):
+                for term, weight in tfidf_vector(terms, df, n_docs).items():
+                    if term in shared:
+                        postings.setdefault(term, []).append((n, weight))
+    finally:
+        index.execute("COMMIT")
     found: dict[int, list[tuple[int, float]]] = {}
     floor = RELATED_FLOOR if semantic else RELATED_FLOOR_LEXICAL
     for t in targets:
@@ -351,10 +370,19 @@ def set_project_links(body: str, projects: Sequence[str], language: str | None) 
 # --------------------------------------------------------------------------- projects
 
 
-def write_project_note(out: Path, index: ArchiveIndex, name: str) -> str | None:
-    """Regenerate ``projects/<name>.md`` from the index; returns its path when it changed."""
+def write_project_note(out: Path, index: ArchiveIndex, name: str, batch: DurableBatch | None = None) -> str | None:
+    """Regenerate ``projects/<name>.md`` from the index; returns its path when it changed.
+
+    With ``batch`` the new text is staged there (written when the caller commits it), else written at once.
+    """
     from pipeline.atomic import atomic_write_text
     from pipeline.notes.render import dump_note
+
+    def write(path: Path, text: str) -> None:
+        if batch is None:
+            atomic_write_text(path, text)
+        else:
+            batch.write(path, text.encode("utf-8"))
     from pipeline.notes.store import extract_notes, splice_notes
 
     records = list(index.records(
@@ -368,7 +396,7 @@ def write_project_note(out: Path, index: ArchiveIndex, name: str) -> str | None:
     digest = "sha256:" + hashlib.sha256(body.encode("utf-8")).hexdigest()
     if not path.exists():
         meta = {"type": "project", "title": name, "content_hash": digest, "version": 1, "tags": ["distill/project"]}
-        atomic_write_text(path, dump_note(meta, body))
+        write(path, dump_note(meta, body))
         return rel
     old = path.read_text(encoding="utf-8")
     try:
@@ -386,7 +414,7 @@ def write_project_note(out: Path, index: ArchiveIndex, name: str) -> str | None:
     opening, block, rest = parts
     closing = rest.split("\n", 1)[0]
     head = edit_frontmatter(opening + block + closing + "\n", values)
-    atomic_write_text(path, head + "\n" + new_body.strip("\n") + "\n")
+    write(path, head + "\n" + new_body.strip("\n") + "\n")
     return rel
 
 
@@ -402,7 +430,7 @@ def link_run(out: Path, written: Sequence[str], *, projects: Iterable[str] = (),
     (with ``bump``: the notes it edits were not written by a run, so their ``version`` goes up).
     """
     from pipeline.archive.index import open_index
-    from pipeline.atomic import fsync_dirs
+    from pipeline.atomic import DurableBatch
     from pipeline.notes.store import NoteStore
 
     out = Path(out)
@@ -423,12 +451,17 @@ def link_run(out: Path, written: Sequence[str], *, projects: Iterable[str] = (),
             n_of = {r.path: n for n, r in recs.items()}
             targets = [n_of[p] for p in dict.fromkeys(written) if p in n_of]
             lineage: dict[str, list[str]] = {}  # path → its new Lineage items
+            #: paths whose Lineage section already reads as ``lineage`` says: nothing to edit there
+            settled: set[str] = set()
             neighbours: dict[int, set[int]] = {}
             reverse: dict[str, list[str]] = {}
             for t in targets:
                 rec = recs[t]
-                items, near = _lineage(rec, _body(out / rec.path), by_id, by_path)
+                body = _body(out / rec.path)
+                items, near = _lineage(rec, body, by_id, by_path)
                 lineage[rec.path] = items
+                if _set_lineage(body, items, rec.language) == body:
+                    settled.add(rec.path)
                 neighbours[t] = {n_of[x.path] for _, x in near}
                 for key, other in near:
                     if (rkey := _REVERSE.get(key)) is not None:
@@ -441,6 +474,7 @@ def link_run(out: Path, written: Sequence[str], *, projects: Iterable[str] = (),
                     target = _target(line, by_id, by_path)
                     if target is not None and not _links_to(items, target, by_id, by_path):
                         items.append(line)
+                        settled.discard(other_path)
                 lineage[other_path] = items
             chosen = sorted(targets, key=lambda t: (recs[t].started_at or recs[t].date or "", recs[t].path),
                             reverse=True)[: limit if limit is not None else len(targets)]
@@ -456,14 +490,14 @@ def link_run(out: Path, written: Sequence[str], *, projects: Iterable[str] = (),
                 items = [f"{h['project']}: {wikilink(project_path(p), p)}" for p in rec.projects]
                 related_items[rec.path] = (items + [f"{h['similar']}: {link}" for link in links], links)
             fresh = set() if bump else set(written)
-            changed = _apply(out, index, by_path, lineage, related_items, fresh, NoteStore(out, autosave=False))
-            fsync_dirs(sorted({(out / p).parent for p in changed}))
+            changed = _apply(out, index, by_path, lineage, related_items, fresh, NoteStore(out, autosave=False), settled)
             touched_projects = set(projects)
             for t in targets:
                 touched_projects.update(recs[t].projects)
-            for name in sorted(touched_projects):
-                if (rel := write_project_note(out, index, name)) is not None:
-                    project_paths.append(rel)
+            with DurableBatch() as batch:  # one sync for every project note, not two fsyncs each
+                for name in sorted(touched_projects):
+                    if (rel := write_project_note(out, index, name, batch)) is not None:
+                        project_paths.append(rel)
         finally:
             index.close()
     return Linked(notes=tuple(changed), projects=tuple(project_paths), semantic=semantic,
@@ -471,35 +505,70 @@ def link_run(out: Path, written: Sequence[str], *, projects: Iterable[str] = (),
 
 
 def _apply(out: Path, index: ArchiveIndex, by_path: Mapping[str, NoteRecord], lineage: Mapping[str, list[str]],
-           related: Mapping[str, tuple[list[str], list[str]]], written: set[str], store: Any) -> list[str]:
+           related: Mapping[str, tuple[list[str], list[str]]], written: set[str], store: Any,
+           settled: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """One edit per note: its Lineage and Related sections and ``related:``. Returns the paths changed.
+
+    A note in ``settled`` (its Lineage section, as read this pass, is what ``lineage`` says) with no
+    related links and no parent to link is left unopened: most notes of a cold run need no edit, and
+    reading each again under its session lock was most of this step.
 
     The index does not read those sections (``notefile.record_of``), so an edited note's row only
     needs its new ``stat`` (and ``version``), not a re-read.
     """
-    changed = []
+    from pipeline.atomic import DurableBatch
+
+    changed: list[str] = []
     by_id = {r.id: r for r in by_path.values()}
-    for path in dict.fromkeys([*lineage, *related]):
-        rec = by_path[path]
+    # The edits are made durable together, a batch at a time (one sync instead of an fsync per note);
+    # each note's session lock is held until its batch is renamed into place, as it was held over
+    # each single write before. What was staged before an error is still written, as it was when
+    # each note was written at once.
+    locks, batch = contextlib.ExitStack(), DurableBatch()
+    staged: list[tuple[str, os.stat_result, int]] = []
 
-        def edit(body: str, rec: NoteRecord = rec, path: str = path) -> str:
-            if path in lineage:
-                body = set_section(body, "lineage", lineage[path], rec.language, ("skills", "related", "notes"))
-            if path in related:
-                body = set_section(body, "related", related[path][0], rec.language, ("notes",))
-            return body
-
-        parent = _parent_link(lineage[path], by_id, by_path) if path in lineage else None
-        with store.session_lock(rec.id):
-            done = _edit_note(out / path, body_edit=edit, related=related[path][1] if path in related else None,
-                              values={"parent_session": parent} if parent else None, bump=path not in written)
-            if done:
+    def flush() -> None:
+        try:
+            batch.commit()  # on failure the staged temps are removed and their notes keep the old text
+            for path, st, version in staged:
                 changed.append(path)
-                st = (out / path).stat()
-                version = (rec.version or 1) + (0 if path in written else 1)
                 index.execute("UPDATE notes SET mtime_ns = ?, size = ?, ino = ?, version = ? WHERE path = ?",
                               [st.st_mtime_ns, st.st_size, st.st_ino, version, path])
+        finally:
+            staged.clear()
+            locks.close()
+
+    try:
+        for path in dict.fromkeys([*lineage, *related]):
+            rec = by_path[path]
+            parent = _parent_link(lineage[path], by_id, by_path) if path in lineage else None
+            if path in settled and path not in related and parent is None:
+                continue  # ``_edit_note`` would find its body unchanged and no value to set
+            locks.enter_context(store.session_lock(rec.id))
+            st = _edit_note(out / path, batch, body_edit=partial(_edits, lineage, related, rec, path),
+                            related=related[path][1] if path in related else None,
+                            values={"parent_session": parent} if parent else None, bump=path not in written)
+            if st is not None:
+                staged.append((path, st, (rec.version or 1) + (0 if path in written else 1)))
+            if len(batch) >= EDIT_BATCH:
+                flush()
+    finally:
+        flush()
     return changed
+
+
+def _edits(lineage: Mapping[str, list[str]], related: Mapping[str, tuple[list[str], list[str]]], rec: NoteRecord,
+           path: str, body: str) -> str:
+    """The body edit ``_apply`` makes to one note: its Lineage and Related sections."""
+    if path in lineage:
+        body = _set_lineage(body, lineage[path], rec.language)
+    if path in related:
+        body = set_section(body, "related", related[path][0], rec.language, ("notes",))
+    return body
+
+
+def _set_lineage(body: str, items: Sequence[str], language: str | None) -> str:
+    return set_section(body, "lineage", items, language, ("skills", "related", "notes"))
 
 
 def _body(path: Path) -> str:

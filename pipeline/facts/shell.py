@@ -76,6 +76,7 @@ def is_absolute(path: str) -> bool:
 _EXPANSION = re.compile(r"\$(?:[{(]|[A-Z_][A-Z0-9_]*(?![\w.-]))")
 
 
+@lru_cache(maxsize=4096)  # the facts and then each phase's summary add the same paths of a session again
 def normalise_path(path: str, cwd: str | None, base: str | None = None, *, literal: bool = False) -> str | None:
     """A path relative to ``cwd`` when it lies under it; None for non-files (/dev/null, globs, $VAR).
     Windows paths come back with ``/`` (``forward_slashes``), so both spellings of a file are one.

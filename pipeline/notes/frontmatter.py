@@ -178,6 +178,72 @@ def load_frontmatter(text: str) -> tuple[dict[str, Any], str]:
     return parse_yaml(block), body
 
 
+def load_written(text: str, meta: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """``load_frontmatter(text)`` for a ``text`` that ``notes.render.dump_note`` just wrote from ``meta``.
+
+    The worker that rendered a note already holds its data, and parsing the YAML back was most of
+    what indexing the note cost. Data YAML writes and reads back unchanged (strings of printable
+    characters and newlines, which include the ``YamlDate`` strings this loader reads as text,
+    whole numbers, finite floats, booleans, null, lists and string-keyed mappings of those) is
+    returned as it would be read; anything else, and any block long enough that the loader would
+    count its nodes, is parsed as before. ``tests/test_frontmatter.py`` fuzzes the two against
+    each other.
+    """
+    parts = split_note(text)
+    if parts is None:
+        return load_frontmatter(text)
+    _, block, rest = parts
+    data = _as_read(dict(meta)) if len(block) * 4 < MAX_NODES else _UNSURE
+    if data is _UNSURE:
+        return load_frontmatter(text)
+    return data, _CLOSE.sub("", rest, count=1).lstrip("\r\n")
+
+
+#: ``_as_read``'s answer for a value whose YAML round trip it does not vouch for.
+_UNSURE: Any = object()
+#: Spaces other than U+0020 and the invisible formatting marks: the emitter keeps them at a scalar's
+#: end while the loader may strip them (a fuzz found ``"x\u3000"`` in a nested list read back as ``"x"``).
+_ODD_SPACE = re.compile(r"[\xa0\xad\u1680\u180e\u2000-\u200f\u2028-\u202f\u205f-\u206f\u3000\ufeff]")
+
+
+def _as_read(value: Any) -> Any:
+    """What the bounded loader reads back for ``value`` as distill dumps it, or ``_UNSURE``."""
+    texts: list[str] = []
+    data = _as_data(value, texts)
+    # Line breaks other than \n, tabs, unprintable and unpaired characters are where a round trip
+    # changes or refuses a string (NEL folds to a space, a lone surrogate fails to load). One search
+    # over every string (keys too) joined by \n, which is allowed, instead of one per string.
+    joined = "\n".join(texts)
+    if data is _UNSURE or _C_UNSAFE_CHAR.search(joined) or _ODD_SPACE.search(joined):
+        return _UNSURE
+    return data
+
+
+def _as_data(value: Any, texts: list[str]) -> Any:
+    """``value`` as plain data of the types YAML round-trips, its strings added to ``texts``; else ``_UNSURE``."""
+    kind = type(value)
+    if kind is str:
+        texts.append(value)
+        return value
+    if value is None or kind is bool or kind is int:
+        return value
+    if kind is float:
+        return value if value == value and value not in (float("inf"), float("-inf")) else _UNSURE
+    if isinstance(value, str):  # a str subclass (``YamlDate``) is written as its text and read as a str
+        texts.append(value)
+        return str(value)
+    if kind is list or kind is tuple:
+        items = [_as_data(v, texts) for v in value]
+        return _UNSURE if any(v is _UNSURE for v in items) else items
+    if kind is dict:
+        if not all(isinstance(k, str) for k in value):
+            return _UNSURE
+        texts.extend(value)
+        mapping = {str(k): _as_data(v, texts) for k, v in value.items()}
+        return _UNSURE if any(v is _UNSURE for v in mapping.values()) else mapping
+    return _UNSURE
+
+
 def dump_value(key: str, value: Any) -> str:
     """One top-level ``key: value`` entry as distill writes frontmatter (see ``notes.render``)."""
     from pipeline.notes.render import dump_note

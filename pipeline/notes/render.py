@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, date, datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -433,20 +433,23 @@ for _dumper in (_NoteDumper, _FastNoteDumper):
             _dumper.add_representer(_type, _represent_when)
 
 
-def _strings(value: Any) -> Iterator[str]:
+def _strings(value: Any, found: list[str]) -> list[str]:
+    """Every string in ``value`` (keys too), appended to ``found``."""
     if isinstance(value, str):
-        yield value
+        found.append(value)
     elif isinstance(value, dict):
         for k, v in value.items():
-            yield from _strings(k)
-            yield from _strings(v)
+            _strings(k, found)
+            _strings(v, found)
     elif isinstance(value, list | tuple):
         for v in value:
-            yield from _strings(v)
+            _strings(v, found)
+    return found
 
 
 def _dumper_for(metadata: dict[str, Any]) -> type[yaml.SafeDumper]:
-    if _FastNoteDumper is None or any(_C_UNSAFE.search(s) for s in _strings(metadata)):
+    # One search over the strings joined by a newline (which the pattern never matches), not one each.
+    if _FastNoteDumper is None or _C_UNSAFE.search("\n".join(_strings(metadata, []))):
         return _NoteDumper
     return _FastNoteDumper
 
@@ -455,12 +458,119 @@ def dump_note(metadata: dict[str, Any], body: str) -> str:
     """The file text: ``---`` YAML ``---``, a blank line, the body, one trailing newline."""
     # Exactly what ``frontmatter.dumps`` produced (delimiters, blank line, outer strip), without
     # building a ``Post``.
-    meta = yaml.dump(
-        metadata, Dumper=_dumper_for(metadata), sort_keys=False, width=1_000_000,
-        default_flow_style=False, allow_unicode=True,
-    ).strip()
+    meta = _plain_yaml(metadata)
+    if meta is None:
+        meta = yaml.dump(
+            metadata, Dumper=_dumper_for(metadata), sort_keys=False, width=1_000_000,
+            default_flow_style=False, allow_unicode=True,
+        ).strip()
     content = body.rstrip("\n")
     return f"---\n{meta}\n---\n\n{content}\n".strip() + "\n"
+
+
+# --------------------------------------------------------------------------- the common case, without PyYAML
+
+# A note's frontmatter is a flat mapping of short strings, numbers and lists of strings, and PyYAML's
+# Python representer and resolver cost 0.35 ms a note: most of what dumping it took. ``_plain_yaml``
+# writes exactly what ``yaml.dump`` writes with the settings above, for the values where that is
+# simple to state, and answers None for everything else (which ``yaml.dump`` then writes):
+#
+# * a string of printable characters with no line break, no space other than U+0020 and nothing
+#   outside the Basic Multilingual Plane is written plain when the emitter would allow a plain
+#   scalar in block context (no indicator first, no ``: `` or `` #`` inside, no space at either end,
+#   no ``---``/``...`` start) and PyYAML's resolver reads the plain text back as a string; else
+#   single-quoted, ``'`` doubled, which the emitter allows for such text and ``_represent_str``
+#   asks for when it starts like a number; the empty string is ``''``;
+# * None, booleans and whole numbers as their YAML words; a float as ``represent_float`` spells it,
+#   when the resolver reads that back as a float; a ``YamlDate`` plain when it reads back as a date;
+# * a list of such strings as ``- item`` lines under its key (``[]`` when empty).
+#
+# ``tests/test_render.py`` fuzzes it against ``yaml.dump``; the width is a million, so nothing folds.
+
+_PLAIN_TEXT = re.compile(r"[\x20-\x7e\xa1-\xac\xae-\u167f\u1681-\u180d\u180f-\u1fff\u2010-\u2027\u2030-\u205e"
+                         r"\u2070-\u2fff\u3001-\ud7ff\ue000-\ufefe\uff00-\ufffd]+")
+_FIRST_INDICATORS = frozenset("#,[]{}&*!|>'\"%@`")
+_KEY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_STR_TAG, _FLOAT_TAG, _TIMESTAMP_TAG = ("tag:yaml.org,2002:str", "tag:yaml.org,2002:float",
+                                        "tag:yaml.org,2002:timestamp")
+
+
+@lru_cache(maxsize=1)
+def _resolver() -> yaml.resolver.Resolver:
+    return yaml.resolver.Resolver()
+
+
+@lru_cache(maxsize=8192)  # tags, sources, models and paths repeat from note to note
+def _implicit_tag(text: str) -> str:
+    """The tag PyYAML's resolver gives ``text`` written plain."""
+    return _resolver().resolve(yaml.ScalarNode, text, (True, False))
+
+
+def _block_plain(text: str) -> bool:
+    """Whether the emitter may write ``text`` (printable, one line) as a plain scalar in block context."""
+    first = text[0]
+    if first in _FIRST_INDICATORS or text.startswith(("---", "...")) or first == " " or text[-1] == " ":
+        return False
+    if first in "?:-" and (len(text) == 1 or text[1] == " "):
+        return False
+    return ": " not in text and not text.endswith(":") and " #" not in text
+
+
+@lru_cache(maxsize=8192)
+def _string_yaml(text: str) -> str | None:
+    if not text:
+        return "''"
+    if not _PLAIN_TEXT.fullmatch(text):
+        return None
+    if text[0] not in _NUMBER_START and _block_plain(text) and _implicit_tag(text) == _STR_TAG:
+        return text
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _scalar_yaml(value: Any) -> str | None:
+    kind = type(value)
+    if kind is str:
+        return _string_yaml(value)
+    if value is None:
+        return "null"
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int:
+        return str(value)
+    if kind is float:
+        if value != value or value in (float("inf"), float("-inf")):
+            return None
+        text = repr(value).lower()
+        if "." not in text and "e" in text:
+            text = text.replace("e", ".0e", 1)
+        return text if _implicit_tag(text) == _FLOAT_TAG else None
+    if kind is YamlDate:
+        text = str.__str__(value)
+        return text if _PLAIN_TEXT.fullmatch(text) and _implicit_tag(text) == _TIMESTAMP_TAG else None
+    return None
+
+
+def _plain_yaml(metadata: dict[str, Any]) -> str | None:
+    """``yaml.dump(metadata, ...)`` as ``dump_note`` calls it, stripped; None when not certain (see above)."""
+    lines: list[str] = []
+    for key, value in metadata.items():
+        if type(key) is not str or not _KEY_NAME.fullmatch(key) or _string_yaml(key) != key:
+            return None
+        if type(value) is list or type(value) is tuple:
+            if not value:
+                lines.append(f"{key}: []")
+                continue
+            lines.append(f"{key}:")
+            for item in value:
+                if type(item) is not str or (text := _string_yaml(item)) is None:
+                    return None
+                lines.append(f"- {text}")
+            continue
+        text = _scalar_yaml(value)
+        if text is None:
+            return None
+        lines.append(f"{key}: {text}")
+    return "\n".join(lines) if lines else None
 
 
 def note_text(note: Note) -> str:

@@ -102,6 +102,8 @@ class NoteStore:
         #: folder → (its mtime when listed, file names): see ``_named_like``
         self._listings: dict[Path, tuple[int, list[str]]] = {}
         self._file_locks: dict[Path, FileLock] = {}
+        #: session id → (path, stat) of a note written from a text the caller made (``take_written``)
+        self._written: dict[str, tuple[str, tuple[int, int, int]]] = {}
         if create:
             self._ensure_dirs()
         else:
@@ -161,10 +163,12 @@ class NoteStore:
 
     # ------------------------------------------------------------------ writing
 
-    def write(self, note: Note, *, force: bool = False, dry_run: bool = False) -> SessionResult:
+    def write(self, note: Note, *, force: bool = False, dry_run: bool = False, text: str | None = None) -> SessionResult:
         """Write ``note`` (merged with the user's edits). Status: written, unchanged or would-write.
 
-        Raises ``OutputError`` when the file system refuses; the old note is then left intact.
+        ``text`` is ``note_text(note)`` when the caller already made it (a worker process did): it is
+        the file's text when there is no note to merge with. A note written from it is remembered for
+        ``take_written``. Raises ``OutputError`` when the file system refuses; the old note is then left intact.
         """
         sid = note.session_id
         _check_relpath(note)
@@ -185,19 +189,23 @@ class NoteStore:
                 if not force and self._current(sid, rel, note.content_hash):
                     return SessionResult(session_id=sid, status="unchanged", path=str(target))
                 old = _read_old(target)
-                text, problems = merge_note(note, old)
+                made = text if old is None else None
+                new, problems = (made, []) if made is not None else merge_note(note, old)
             except FrontmatterLimit as exc:
                 # Someone (or a sync tool) left YAML that would hang or balloon the parser: touch nothing.
                 where = getattr(exc, "path", None) or where
                 raise SessionError(sid, f"note {where}: {exc}; it was left untouched. Fix or delete its "
                                         "frontmatter, then run distill again") from exc
             title = str(note.frontmatter.get("title") or "")
-            status: Literal["written", "unchanged"] = "unchanged" if text == old else "written"
+            status: Literal["written", "unchanged"] = "unchanged" if new == old else "written"
             if status == "written":
                 try:
-                    atomic_write_text(target, text, sync_dir=False)
+                    st = atomic_write_text(target, new, sync_dir=False)
                 except OSError as exc:
                     raise OutputError(f"cannot write note {target}: {exc.strerror or exc}") from exc
+                if made is not None:
+                    with self._mutex:
+                        self._written[sid] = (rel, (st.st_mtime_ns, st.st_size, st.st_ino))
                 with self._locating:
                     self._listed(target)
                 with self._mutex:
@@ -206,6 +214,15 @@ class NoteStore:
         if self.autosave and time.monotonic() - self._saved_at >= AUTOSAVE_INTERVAL:
             self.save_index()
         return SessionResult(session_id=sid, status=status, path=str(target), problems=tuple(problems))
+
+    def take_written(self, session_id: str) -> tuple[str, tuple[int, int, int]] | None:
+        """(path, (mtime_ns, size, inode)) of the note ``write`` just wrote from the caller's ``text``, once.
+
+        That stat is the written file's (``atomic.atomic_write_bytes``), so whatever the caller derived
+        from the text describes the file for as long as its stat is this one (``archive.index.stage``).
+        """
+        with self._mutex:
+            return self._written.pop(session_id, None)
 
     def sync(self) -> None:
         """fsync the directories of notes written so far (and their parents up to the output dir)."""

@@ -296,7 +296,8 @@ def identity(row: dict[str, Any]) -> str:
     # tuple hash will do (hashing a repr with sha256 was a tenth of reading's cost). It differs from
     # one process to the next, so it is never stored (``importdb`` leaves such rows without a
     # message_uid). 64 bits: two different payloads in one session collide with odds of about n²/2⁶⁵.
-    key = tuple(row.get(k) for k in ("role", "content", "timestamp", "tool_call_id", "tool_calls", "tool_name"))
+    get = row.get
+    key = (get("role"), get("content"), get("timestamp"), get("tool_call_id"), get("tool_calls"), get("tool_name"))
     try:
         h = hash(key)
     except TypeError:  # a column already decoded into a list or dict (JSON exports)
@@ -308,6 +309,8 @@ def _float(value: Any, problems: list[str] | None = None, where: str = "") -> fl
     """A message timestamp in epoch seconds; anything else is dropped (and said so)."""
     if value is None:
         return None
+    if type(value) is float and math.isfinite(value):  # what SQLite's REAL gives: no need to spell it out
+        return value
     got = None
     if isinstance(value, int | float | str) and not isinstance(value, bool) and len(str(value)) < 64:
         try:

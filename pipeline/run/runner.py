@@ -198,9 +198,16 @@ def run(
 
             ensure_repository(settings.out)
         seen = _Fingerprints(settings.out)
+        # The archive index's rows of the notes this run writes, computed where each note was rendered:
+        # the link pass at the end then reads none of them back (``archive.index.RowStager``).
+        from pipeline.archive.index import RowStager
+
+        stager = None if settings.dry_run else RowStager(settings.out)
+        stage = None if stager is None else stager.add
         steps = range(len(ids)) if llm is not None else _iterate_n(len(ids), progress)
         distil = partial(distill_session, settings=settings, store=store, summarise=summarise,
-                         summariser_id=summariser_id, distilled_at=now, skills_for=skills_lookup(settings))
+                         summariser_id=summariser_id, distilled_at=now, skills_for=skills_lookup(settings),
+                         stage=stage)
         check = None if db is None else _Check(db, store, seen, settings, summariser_id)
         if check is None:
             load: Callable[[str], Loaded] = {s.id: (None, s) for s in sessions}.__getitem__
@@ -219,10 +226,10 @@ def run(
             if on_plan:
                 on_plan(plan)
             results = windowed(((ids[i], *load(ids[i])) for i in steps), llm, settings=settings, store=store,
-                               distilled_at=now)
+                               distilled_at=now, stage=stage)
         elif jobs > 1:
             results = _pooled(ids, steps, db, load, jobs, settings=settings, store=store,
-                              summariser_id=summariser_id, distilled_at=now, check=check)
+                              summariser_id=summariser_id, distilled_at=now, check=check, stage=stage)
         else:
             results = _serial(ids, steps, load, distil)
         try:
@@ -233,12 +240,16 @@ def run(
                 report.add(result)
                 if on_result:
                     on_result(result)
+                if stager is not None:
+                    stager.flush()
         finally:  # on Ctrl-C too: what was written is recorded, so the next run skips it
             if not settings.dry_run:
                 # The index first: saving it makes the notes' renames durable (see NoteStore.sync),
                 # and a fingerprint must never be on disk before the note it vouches for.
                 store.save_index()
                 seen.save()
+            if stager is not None:
+                stager.close()
         if not settings.dry_run:
             _finish_archive(settings, report)
     # Notices quote what went wrong (a model's error text, a file name): redacted like results.
@@ -363,6 +374,7 @@ def _serial(
 def _pooled(
     ids: list[str], steps: Iterable[int], db: HermesDB | None, load: Callable[[str], Loaded], jobs: int, *,
     settings: Settings, store: object, summariser_id: str, distilled_at: datetime, check: _Check | None,
+    stage: Callable[[str, tuple[int, int, int], dict[str, Any]], None] | None = None,
 ) -> Iterator[tuple[str, str | None, SessionResult]]:
     """As ``_serial``, with read → render in worker processes (see ``pipeline.run.pool``).
 
@@ -406,7 +418,7 @@ def _pooled(
     def commit_one(sid: str, got: Draft | SessionResult) -> SessionResult:
         if isinstance(got, SessionResult):
             return got
-        return guarded(sid, partial(commit, got, settings=settings, store=store))
+        return guarded(sid, partial(commit, got, settings=settings, store=store, stage=stage))
 
     def settled(done: Iterable[tuple[str, object, SessionResult]]) -> Iterator[tuple[str, str | None, SessionResult]]:
         for sid, fp, result in done:

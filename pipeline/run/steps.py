@@ -73,8 +73,13 @@ class Draft:
     digest: str | None = None
     note: Note | None = None
     problems: tuple[str, ...] = ()
-    #: the deterministic signals skill detection needs and a note does not carry (``pipeline.skills.evidence``)
-    evidence: Any = None
+    #: the text of the evidence sidecar: the deterministic signals skill detection needs and a note
+    #: does not carry (``pipeline.skills.evidence``)
+    sidecar: str | None = None
+    #: the note's file text when no earlier note is merged into it (``notes.render.note_text``)
+    text: str | None = None
+    #: the archive index's row for ``text`` (``archive.index.written_row``), staged once it is written
+    index_row: dict[str, Any] | None = None
     #: the fingerprint of the snapshot the session was read from, when a worker read it
     fingerprint: str | None = None
 
@@ -112,16 +117,24 @@ def prepare(
 
 def finish(prep: Prepared, summary: SessionSummary, *, distilled_at: datetime,
            link_for: Callable[[str], str], skills_for: Callable[[str], Sequence[str]] | None = None) -> Draft:
-    """render: the summarised session → its note (not yet written), plus its skill evidence."""
-    from pipeline.notes.render import render_note
-    from pipeline.skills.evidence import evidence_from_session
+    """render: the summarised session → its note (not yet written), plus its skill evidence.
+
+    Also what writing and indexing the note would otherwise do in the process that commits it: the
+    file text, the sidecar's text and the note's archive index row. In worker processes that work
+    runs on every core instead of in the single committing process, and the index no longer reads
+    back every note a cold run just wrote.
+    """
+    from pipeline.archive.index import written_row
+    from pipeline.notes.render import note_text, render_note
+    from pipeline.skills.evidence import evidence_from_session, sidecar_text
 
     skills = skills_for(prep.session.id) if skills_for else ()
     note = render_note(prep.session, summary, prep.facts, content_hash=prep.digest, distilled_at=distilled_at,
                        link_for=link_for, skills=skills)
-    evidence = evidence_from_session(prep.session, summary, prep.facts, note_path=note.relpath)
+    sidecar = sidecar_text(evidence_from_session(prep.session, summary, prep.facts, note_path=note.relpath))
+    text = note_text(note)
     return Draft(prep.session.id, "note", digest=prep.digest, note=note, problems=prep.session.problems,
-                 evidence=evidence)
+                 sidecar=sidecar, text=text, index_row=written_row(note.relpath, text, note.frontmatter, sidecar))
 
 
 def draft_note(
@@ -143,8 +156,13 @@ def draft_note(
     return finish(prep, summary, distilled_at=distilled_at, link_for=link_for, skills_for=skills_for)
 
 
-def commit(draft: Draft, *, settings: Settings, store: object) -> SessionResult:
-    """The write half: a ``Draft`` → the note on disk (through ``store``) → its ``SessionResult``."""
+def commit(draft: Draft, *, settings: Settings, store: object,
+           stage: Callable[[str, tuple[int, int, int], dict[str, Any]], None] | None = None) -> SessionResult:
+    """The write half: a ``Draft`` → the note on disk (through ``store``) → its ``SessionResult``.
+
+    ``stage(path, stat, row)`` (``archive.index.RowStager.add``) gets the draft's index row when the
+    note was written from the draft's own text, with the written file's stat.
+    """
     if draft.status == "skipped":
         return SessionResult(session_id=draft.session_id, status="skipped", problems=draft.problems)
     if draft.status == "current":
@@ -152,13 +170,17 @@ def commit(draft: Draft, *, settings: Settings, store: object) -> SessionResult:
         return SessionResult(session_id=draft.session_id, status="unchanged",
                              path=str(settings.out / rel) if rel else None)
     assert draft.note is not None
-    if draft.evidence is not None and not settings.dry_run:
-        from pipeline.skills.evidence import save_evidence
+    if draft.sidecar is not None and not settings.dry_run:
+        from pipeline.skills.evidence import save_evidence_json
 
         # Before the note: the note's content hash is what makes the next run skip this session, so
         # a kill between the two writes must leave the note stale (rewritten), never the sidecar.
-        save_evidence(settings.out, draft.evidence)
-    result: SessionResult = store.write(draft.note, force=settings.force, dry_run=settings.dry_run)  # type: ignore[attr-defined]
+        save_evidence_json(settings.out, draft.session_id, draft.sidecar)
+    result: SessionResult = store.write(draft.note, force=settings.force, dry_run=settings.dry_run,  # type: ignore[attr-defined]
+                                        text=draft.text)
+    written = store.take_written(draft.session_id)  # type: ignore[attr-defined]
+    if written is not None and stage is not None and draft.index_row is not None:
+        stage(*written, draft.index_row)
     if draft.problems:
         result = result.model_copy(update={"problems": draft.problems})
     return result
@@ -191,11 +213,12 @@ def distill_session(
     summariser_id: str,
     distilled_at: datetime,
     skills_for: Callable[[str], Sequence[str]] | None = None,
+    stage: Callable[[str, tuple[int, int, int], dict[str, Any]], None] | None = None,
 ) -> SessionResult:
     """One session through redact → chunk → facts → summarise → render → write.
 
     ``skills_for`` defaults to ``skills_lookup(settings)``; a caller distilling many sessions
-    passes it in, so the skill store is read once rather than once per session.
+    passes it in, so the skill store is read once rather than once per session. ``stage``: see ``commit``.
     """
     draft = draft_note(
         session, chunk_tokens=settings.chunk_tokens, summarise=summarise, summariser_id=summariser_id,
@@ -203,7 +226,7 @@ def distill_session(
         is_current=None if settings.force else partial(store.unchanged, session.id),  # type: ignore[attr-defined]
         skills_for=skills_for or skills_lookup(settings),
     )
-    return commit(draft, settings=settings, store=store)
+    return commit(draft, settings=settings, store=store, stage=stage)
 
 
 def guarded(sid: str, fn: Callable[[], SessionResult]) -> SessionResult:

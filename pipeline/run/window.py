@@ -203,15 +203,18 @@ def llm_for(settings: Settings, report: RunReport) -> LLMRun | None:
 
 def windowed(
     items: Iterable[Item], llm: LLMRun, *, settings: Settings, store: Any, distilled_at: datetime,
+    stage: Callable[[str, tuple[int, int, int], dict[str, Any]], None] | None = None,
 ) -> Iterator[Outcome]:
-    """Prepare sessions, summarise a window of them concurrently, write each; results in input order."""
+    """Prepare sessions, summarise a window of them concurrently, write each; results in input order.
+
+    ``stage``: see ``steps.commit``."""
     window: list[tuple[str, str | None, Prepared | Draft | SessionResult]] = []
     skills_for = skills_lookup(settings)
     size = llm.jobs * WINDOW_PER_SLOT if llm.jobs > 1 else 1
 
     def render_and_commit(prep: Prepared, summary: SessionSummary) -> SessionResult:
         draft = finish(prep, summary, distilled_at=distilled_at, link_for=store.link_for, skills_for=skills_for)
-        return commit(draft, settings=settings, store=store)
+        return commit(draft, settings=settings, store=store, stage=stage)
 
     def flush() -> Iterator[Outcome]:
         summaries = llm.summarise_many([p for _, _, p in window if isinstance(p, Prepared)])
@@ -236,7 +239,7 @@ def windowed(
                     fp = None
                 yield sid, fp, guarded(sid, partial(render_and_commit, got, summary))
                 continue
-            yield sid, fp, guarded(sid, partial(commit, got, settings=settings, store=store))
+            yield sid, fp, guarded(sid, partial(commit, got, settings=settings, store=store, stage=stage))
         window.clear()
 
     for sid, fp, got in items:

@@ -183,11 +183,21 @@ def _sidecar_path(out: Path, session_id: str) -> Path:
 
 def save_evidence(out: Path, evidence: Evidence) -> Path:
     """Keep the deterministic signals a note lacks (commands, tools, errors) next to the index."""
+    return save_evidence_json(out, evidence.session_id, sidecar_text(evidence))
+
+
+def sidecar_text(evidence: Evidence) -> str:
+    """The sidecar's text for ``evidence`` (what ``load_sidecar`` reads back)."""
+    return evidence.model_dump_json(indent=1)
+
+
+def save_evidence_json(out: Path, session_id: str, text: str) -> Path:
+    """``save_evidence`` of a sidecar's text already made (``sidecar_text``, in a worker process)."""
     from pipeline.atomic import atomic_write_text
 
-    path = _sidecar_path(out, evidence.session_id)
+    path = _sidecar_path(out, session_id)
     # Derived from state.db and rewritten by the next run, so not worth an fsync per session.
-    atomic_write_text(path, evidence.model_dump_json(indent=1), durable=False)
+    atomic_write_text(path, text, durable=False)
     return path
 
 

@@ -14,7 +14,7 @@ import math
 import re
 import shlex
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 
 from pipeline.skills.evidence import Evidence
@@ -139,13 +139,15 @@ def tfidf_vectors(docs: Sequence[Counter[str]]) -> list[dict[str, float]]:
     """Sublinear TF × smoothed IDF × group weight, L2-normalised. Pure Python: no scikit-learn."""
     n = len(docs)
     df: Counter[str] = Counter(t for d in docs for t in d)
-    vectors: list[dict[str, float]] = []
-    for d in docs:
-        vec = {t: (1 + math.log(c)) * (math.log((1 + n) / (1 + df[t])) + 1) * GROUP_WEIGHTS.get(t[0], 1.0)
-               for t, c in d.items()}
-        norm = math.sqrt(sum(v * v for v in vec.values())) or 1.0
-        vectors.append({t: v / norm for t, v in vec.items()})
-    return vectors
+    return [tfidf_vector(d, df, n) for d in docs]
+
+
+def tfidf_vector(doc: Counter[str], df: Mapping[str, int], n: int) -> dict[str, float]:
+    """One document's ``tfidf_vectors`` entry, given the document frequencies of the ``n`` documents."""
+    vec = {t: (1 + math.log(c)) * (math.log((1 + n) / (1 + df[t])) + 1) * GROUP_WEIGHTS.get(t[0], 1.0)
+           for t, c in doc.items()}
+    norm = math.sqrt(sum(v * v for v in vec.values())) or 1.0
+    return {t: v / norm for t, v in vec.items()}
 
 
 def cosine_sparse(a: dict[str, float], b: dict[str, float]) -> float:
