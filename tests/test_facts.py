@@ -672,6 +672,20 @@ def test_hermes_execute_code_writes_are_read_from_the_script() -> None:
     assert touches(u("x"), call("c", "execute_code", {"code": "write_file('a.md', 'x')"}), result("c", failed)) == []
 
 
+def test_a_script_is_parsed_only_when_it_can_hold_a_call_that_writes() -> None:
+    """The literal screen in front of ``ast.parse`` is a superset: every call the reader knows passes it, and
+    a module that only computes is never parsed."""
+    from pipeline.facts import pycode
+
+    calls = ["write_file('a')", "patch(path='a')", "terminal('x')", "os.system('x')", "run('x', shell=True)",
+             "open('a', 'w')", "p.write_text('x')", "p.write_bytes(b'')", "shutil.copy('a', 'b.txt')",
+             "shutil.copyfile('a', 'b.txt')", "shutil.move('a', 'b.txt')",
+             *(f"df.{m}('out.x')" for m in pycode._SAVE_METHODS)]
+    assert all(pycode._MAY_WRITE.search(c) for c in calls)
+    pure = "def area(r):\n    return 3.14159 * r * r\n\nprint(area(2))\n"
+    assert not pycode._MAY_WRITE.search(pure) and pycode.code_file_ops(pure) == ()
+
+
 def test_python_run_from_a_shell_command_is_read_for_its_writes() -> None:
     """``python3 - <<'PY' … PY`` and ``python -c`` are how Codex and Claude Code often script an edit."""
     heredoc = ("cd /home/u/p && python3 - <<'PY'\nfrom pathlib import Path\np = Path('src/app.ts')\n"

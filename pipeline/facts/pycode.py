@@ -27,6 +27,9 @@ from pipeline.models import FileAction
 _SAVE_METHODS = frozenset({"save", "savefig", "to_csv", "to_excel", "to_json", "to_parquet", "to_html", "to_markdown",
                            "to_pickle", "write_image", "write_html", "to_file"})
 _WRITE_MODES = re.compile(r"[wax+]")
+#: Every call ``code_file_ops`` reads has one of these in its name (``run``/``call``/``Popen`` count only with
+#: ``shell=``): a script with none of them writes nothing this module can see.
+_MAY_WRITE = re.compile(r"write_|patch|terminal|system|shell|open|copy|move|save|to_")
 _HAS_EXT = re.compile(r"[^/]\.[A-Za-z0-9]{1,8}$")
 
 
@@ -36,6 +39,8 @@ def code_file_ops(code: str) -> tuple[tuple[str, FileAction, str | None], ...]:
 
     Cached: the summary asks ``file_touches`` of each phase and topic again, and a script the session wrote
     would be parsed once per asking (``ast.parse`` was a sixth of a cold run's extractive summary)."""
+    if not _MAY_WRITE.search(code):
+        return ()  # no call below can be in it: parsing a module that only computes costs ~50 µs for nothing
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError, RecursionError):
