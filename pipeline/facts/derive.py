@@ -523,10 +523,17 @@ def _work_words(messages: Sequence[Message]) -> str:
 
 def _names(words: str, path: str) -> bool:
     """``words`` mention ``path``'s file name as a word of its own (``a.py`` is not in ``data.py``)."""
-    base = posixpath.basename(path.rstrip("/"))
-    if not base or base not in words:
-        return False
-    return bool(re.search(rf"(?<![\w.-]){re.escape(base)}(?![\w-])", words))
+    return _says_name(words, posixpath.basename(path.rstrip("/")))
+
+
+def _says_name(text: str, name: str) -> bool:
+    """``text`` holds the file name ``name`` as a word of its own, not inside a longer name."""
+    return bool(name) and name in text and _name_pattern(name).search(text) is not None
+
+
+@lru_cache(maxsize=1024)  # asked for each pending script and each reply: compile each name once
+def _name_pattern(name: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![\w.-]){re.escape(name)}(?![\w-])")
 
 
 class _Scripts:
@@ -557,7 +564,7 @@ class _Scripts:
         if name not in COMMAND_TOOLS or not (cmd := call_command(args, result)):
             return []
         workdir = args.get("workdir") if isinstance(args.get("workdir"), str) else None
-        ran = [s for s in self.pending if s in cmd and re.search(rf"(?<![\w.-]){re.escape(s)}(?![\w-])", cmd)]
+        ran = [s for s in self.pending if _says_name(cmd, s)]
         found: list[_Op] = []
         for script in ran:
             found += [(p, a, call.name, b or workdir, False) for p, a, b in self.pending.pop(script)]
@@ -572,7 +579,7 @@ class _Scripts:
             keep = []
             for op in ops:
                 base = posixpath.basename(forward_slashes(op[0]))
-                if base and base in said and re.search(rf"(?<![\w.-]){re.escape(base)}(?![\w-])", said):
+                if _says_name(said, base):
                     found.append((op[0], op[1], "script", op[2], False))
                 else:
                     keep.append(op)
