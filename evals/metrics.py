@@ -66,10 +66,13 @@ def _norm_text(text: str) -> str:
 
 
 def norm_path(path: str) -> str:
-    """A path for comparison: slashes forward, no quotes, no leading ./ or drive, casefolded."""
+    """A path for comparison: slashes forward, no quotes, no leading ./, ~/ or drive, casefolded.
+
+    ``~/p/a.ts`` is compared as ``p/a.ts``, so it names ``/Users/u/p/a.ts`` by suffix (``same_file``) and the
+    other way round: a session with no cwd writes its home both ways, and gold may use either."""
     p = path.strip().strip("`'\"").replace("\\", "/")
     p = re.sub(r"^/?[a-zA-Z]:/", "/", p)  # c:/Users/... and /c:/Users/... -> /Users/...
-    p = re.sub(r"/{2,}", "/", p).removeprefix("./").rstrip("/")
+    p = re.sub(r"/{2,}", "/", p).removeprefix("./").removeprefix("~/").rstrip("/")
     return p.casefold()
 
 

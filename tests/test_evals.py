@@ -408,6 +408,10 @@ def test_file_scores_suffix_and_optional() -> None:
     assert s.precision == 0.5 and s.missed == ("a.py",) and s.extra == ("other.py",)
     assert M.same_file("c:\\Users\\a\\proj\\pom.xml", "/c:/Users/a/proj/pom.xml")
     assert not M.same_file("src/pom.xml", "common/pom.xml")
+    # a home written as ~ names the same file as the absolute path, either way round
+    assert M.same_file("/Users/u/antoken/src/a.ts", "~/antoken/src/a.ts")
+    assert M.same_file("~/antoken/src/a.ts", "/Users/u/antoken/src/a.ts")
+    assert not M.same_file("/Users/u/other/src/a.ts", "~/antoken/src/a.ts")
 
 
 def test_end_state_definition() -> None:

@@ -63,6 +63,31 @@ def test_user_asks_skip_scaffolding_commands_pastes_and_acks() -> None:
     assert len(user_asks([u(long)])[0]) <= 300
 
 
+def test_a_hermes_skill_run_asks_what_the_user_typed_not_the_skill_text() -> None:
+    """Hermes sends a skill run as the invocation notice, the whole SKILL.md and then the user's instruction; a cron
+    job's prompt opens with a bracketed notice that itself holds brackets. The ask is what the user typed; a skill run
+    with no instruction asks for what the skill does. The session's language is the user's, not the skill's."""
+    skill = ('[IMPORTANT: The user has invoked the "weekly-digest" skill, indicating they want you to follow its '
+             "instructions. The full skill content is loaded below.]\n\n---\nname: weekly-digest\n"
+             "description: Summarise the week's merged pull requests\n---\n# Weekly digest\n\nRead every merged PR. "
+             "Write one paragraph per repository and keep it short.\n")
+    cron = ('[IMPORTANT: You are running as a scheduled cron job. DELIVERY: do NOT use send_message. SILENT: respond '
+            'with exactly "[SILENT]" if there is nothing new. Never combine [SILENT] with content.]\n\n'
+            "每天检查订单服务的日志，把新的报错整理成表格。")
+    msgs = [u(skill + "\nThe user has provided the following instruction alongside the skill invocation: "
+              "只看 payments 仓库，用中文写。"), u(skill), u(cron)]
+    assert user_asks(msgs) == ["只看 payments 仓库，用中文写。", "weekly-digest: Summarise the week's merged pull requests",
+                               "每天检查订单服务的日志，把新的报错整理成表格。"]
+    assert derive_facts(sess(msgs[0], msgs[2])).language == "zh"
+
+
+def test_an_ask_glued_to_a_url_is_the_users_words_not_pasted_output() -> None:
+    """A Chinese ask typed straight after a URL, no space between: the URL ends where the CJK text starts."""
+    ask = "https://example.com/viewer/submissions/oid:31283?locale=en这是查重报告，把引用都改成图片"
+    assert user_asks([u(ask)], "zh") == [ask]
+    assert user_asks([u("https://example.com/build/123/log")], "zh")[0].startswith("粘贴的输出")
+
+
 # --------------------------------------------------------------------------- decisions
 
 
@@ -908,6 +933,16 @@ def test_chinese_claims_say_pushed_merged_implemented_and_resolved_as_english_do
     # negated or pending, they claim nothing
     for text in ("代码还没有推送成功。", "合并后会推送到远程仓库。", "推送尚未完成。"):
         assert _verdict(u("提交并推送"), a(text)).state != "resolved", text
+
+
+def test_a_removal_reported_done_is_a_claim_as_an_addition_is() -> None:
+    """"Added"/"已添加" claim work done; so do "removed", "deleted", "已删除", "已移除" (an unseen Cursor export ended on
+    "## 已删除你标的 3 处" after the user asked to drop three links, and read as no claim at all)."""
+    for text in ("## 已删除你标的 3 处", "顶部导航的下载入口已移除。", "I removed the three download links.",
+                 "Deleted the unused helpers."):
+        assert _verdict(u("把这三处下载删掉"), a(text)).state == "resolved", text
+    for text in ("下载入口还没有删除。", "I haven't removed the links yet."):
+        assert _verdict(u("把这三处下载删掉"), a(text)).state != "resolved", text
 
 
 def test_a_tool_notice_in_the_users_role_is_no_ask_and_not_typed() -> None:

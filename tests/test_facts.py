@@ -249,6 +249,11 @@ def test_codex_shell_with_argv_and_workdir() -> None:
         # a folder copied whole is not an output file; files copied with -r are
         ("cp -r templates/ out/ && cp -R assets public", []),
         ("cp -a src/main.py build/", [("build/main.py", "created")]),
+        # a comment ends at its line: the commands after it still run
+        ("# set up\ncd ~/p\necho x >> .gitignore # ignore\necho y > b.txt", [(".gitignore", "created"), ("b.txt", "created")]),
+        ("echo 'a\n# quoted, not a comment' > c.txt", [("c.txt", "created")]),
+        # code whose quoting broke: an arrow function and a comparison are not redirections
+        ("osascript -e 'run \"x.filter(r => r.path.includes('a')) && n >= 2\"'", []),
     ],
 )
 def test_shell_file_ops(command: str, expected: list[tuple[str, str]]) -> None:
@@ -668,8 +673,27 @@ def test_hermes_execute_code_writes_are_read_from_the_script() -> None:
                              ("notes.txt", "deleted"), ("archive/notes.txt", "moved"), ("README.md", "created"),
                              ("backup/a.txt", "created"), ("deck.pptx", "created")]
     assert touches(u("x"), call("c", "execute_code", {"code": "write_file('a.md', x"}), result("c", "ok")) == []
+    # The stub's signature is patch(path, old_string, new_string, …): positional, the path is the first
+    # argument and the strings after it are code, never files.
+    positional = "from hermes_tools import patch\npatch('/u/p/src/m.tsx', 'a.b().c(q)', 'a.b().c(r)')\n"
+    assert touches(u("x"), call("c", "execute_code", {"code": positional}), result("c", {"status": "success"})) == [
+        ("/u/p/src/m.tsx", "modified")]
     failed = {"status": "error", "error": "Traceback (most recent call last):\nPermissionError: denied"}
     assert touches(u("x"), call("c", "execute_code", {"code": "write_file('a.md', 'x')"}), result("c", failed)) == []
+
+
+def test_a_script_names_the_file_it_saves_through_a_path_it_builds_from_constants() -> None:
+    """``OUT = os.path.join(OUT_DIR, "x.docx")`` then ``doc.save(OUT)`` inside a function is how generated scripts
+    name their output; a path computed at run time still names nothing."""
+    from pipeline.facts.pycode import code_file_ops
+
+    code = ("import os\nfrom pathlib import Path\nOUT_DIR = '/u/Desktop/final'\n"
+            "OUT = os.path.join(OUT_DIR, 'report.docx')\nCSV = Path(OUT_DIR) / 'data.csv'\n"
+            "def main():\n    doc.save(OUT)\n    df.to_csv(CSV)\n    open(f'{OUT_DIR}/log.md', 'w')\n"
+            "    open(OUT_DIR + '/b.txt', 'w')\n    for n in names:\n        open(f'{OUT_DIR}/{n}.md', 'w')\n"
+            "    open(','.join(['a', 'b']), 'w')\n")
+    assert [p for p, _a, _b in code_file_ops(code)] == [
+        "/u/Desktop/final/report.docx", "/u/Desktop/final/data.csv", "/u/Desktop/final/log.md", "/u/Desktop/final/b.txt"]
 
 
 def test_a_script_is_parsed_only_when_it_can_hold_a_call_that_writes() -> None:
@@ -1014,3 +1038,44 @@ def test_hermes_skill_manage_writes_the_skill_file_in_its_folder() -> None:
                    cwd="/Users/m/proj")
     assert got == [("modified", "/Users/m/.hermes/skills/dev/xs/SKILL.md"),
                    ("created", "/Users/m/.hermes/skills/ops/new/SKILL.md")]
+
+
+def test_a_home_relative_path_is_the_absolute_one_when_the_session_shows_its_home() -> None:
+    """No cwd (a Hermes request dump): ``~/p/a.ts`` and ``/Users/u/p/a.ts`` are one output, not two; with no
+    home in sight (or two) ``~`` stays as written."""
+    msgs = (u("x"), call("1", "write_file", {"path": "~/p/a.ts", "content": "x"}), result("1", {"bytes_written": 1}),
+            call("2", "patch", {"path": "/Users/u/p/a.ts", "old_string": "x", "new_string": "y"}),
+            result("2", {"success": True}),
+            call("3", "write_file", {"path": "~/p/b.ts", "content": "x"}), result("3", {"bytes_written": 1}))
+    def no_cwd(*ms: Message) -> list[tuple[str, str]]:
+        return [(t.path, t.action) for t in derive_facts(Session(id="s", source="hermes-dump", messages=ms)).files]
+
+    assert no_cwd(*msgs) == [("/Users/u/p/a.ts", "created"), ("/Users/u/p/b.ts", "created")]
+    assert no_cwd(*msgs[:3], *msgs[5:]) == [("~/p/a.ts", "created"), ("~/p/b.ts", "created")]
+
+
+def test_words_cut_from_broken_quoting_and_app_bundles_are_not_files() -> None:
+    """A shell word holding a quote or a brace is what broken quoting leaves (a ``sed`` expression with ``', '``
+    inside, a script pasted into ``python3 -c '…'``); an app bundle copied into /Applications is a folder."""
+    sed = "cd /u/p && sed -i '' 's/warn(f\"x: {.*}\")/raise E(f\"x: {', '.join(m)}\")/' app/config.py"
+    script = ("from hermes_tools import terminal\nS = '''\nif a[i] > a[i-1] and b >= 2:\n    print(x)\n'''\n"
+              "terminal(f\"python3 -c '{S}'\")\n")
+    msgs = (u("x"), call("1", "terminal", {"command": sed}), result("1", {"output": "", "exit_code": 0}),
+            call("2", "execute_code", {"code": script}), result("2", {"status": "success", "output": ""}),
+            call("3", "terminal", {"command": 'cp -R "/Volumes/Google Chrome/Google Chrome.app" /Applications/'}),
+            result("3", {"output": "", "exit_code": 0}))
+    assert touches(*msgs) == [("/u/p/app/config.py", "modified")]
+
+
+def test_a_run_that_says_where_it_saved_a_file_names_an_output() -> None:
+    """A script that builds its output path at run time names the file only in what it prints ("Saved: …",
+    "文档已保存: …"). Not counted: a failed run, a command run on another machine, a scaffolder's "Created X" list
+    (relative to a folder it names elsewhere), counts and durations."""
+    saved = "Saved: /u/out/report.docx\nWrote 3 rows to data/out.csv\n文档已保存: /u/桌面/要求文档.docx\nSaved 3 items in 0.3s"
+    msgs = (u("x"), call("1", "terminal", {"command": "python3 /u/make.py"}), result("1", {"output": saved, "exit_code": 0}),
+            call("2", "terminal", {"command": "python3 gen.py"}), result("2", {"output": "Saved: b.md\nboom", "exit_code": 1}),
+            call("3", "terminal", {"command": 'ssh root@host "certbot --nginx"'}),
+            result("3", {"output": "Certificate is saved at: /etc/le/fullchain.pem", "exit_code": 0}),
+            call("4", "terminal", {"command": "python3 init_skill.py x"}),
+            result("4", {"output": "✅ Created SKILL.md\n✅ Created scripts/example.py", "exit_code": 0}))
+    assert touches(*msgs) == [("/u/out/report.docx", "created"), ("data/out.csv", "created"), ("/u/桌面/要求文档.docx", "created")]

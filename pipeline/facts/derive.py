@@ -49,12 +49,13 @@ from pipeline.facts.pycode import code_file_ops
 from pipeline.facts.shell import (
     command_text,
     forward_slashes,
+    home_of,
     is_absolute,
     normalise_path,
     python_scripts,
     shell_file_ops,
 )
-from pipeline.facts.turns import typed_by_user
+from pipeline.facts.turns import typed_by_user, user_words
 from pipeline.models import Chunk, Facts, FileAction, FileTouch, Message, Session, ToolCall
 
 COMMAND_TOOLS = frozenset({
@@ -348,6 +349,9 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
     if lname in _CODE_TOOLS and isinstance(args, dict) and isinstance(code := args.get("code"), str):
         for path, action, op_base in code_file_ops(code):
             out.add(path, action, name, op_base)
+        if not failed:
+            for path in saved_files(result_msg):
+                out.add(path, "created", name)
         return
     if lname in COMMAND_TOOLS:
         cmd = call_command(args, result_msg)
@@ -361,6 +365,9 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
             if not failed:
                 for path, action, op_base in code_file_ops(script):
                     out.add(path, action, name, op_base or base)
+        if not failed and not _REMOTE.match(cmd or ""):
+            for path in saved_files(result_msg):
+                out.add(path, "created", name, base)
         return
     if isinstance(args, str):
         return
@@ -389,6 +396,37 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
     if action:
         for each in dict.fromkeys([path, *more]):
             out.add(each, action, name, None, True)  # the tool's own argument: a "$" in it is part of the name
+
+
+# A script the agent ran says what it saved, on a line of its own: "Saved: /u/out/report.docx", "Wrote 3 rows to
+# data.csv", "文档已保存: /u/报告.docx". Where the script builds the path at run time (a loop, a timestamp), that
+# line is the only place the file is named. Only a path with an extension counts (never "Saved 3 items").
+# "Created X" is left out: scaffolders list what they made relative to a folder they name elsewhere.
+_SAVED_EN = r"(?:[A-Za-z]+ ){0,3}?(?:saved|written|wrote|exported)(?: (?!to\b|at\b|as\b|in\b|into\b)\w+){0,3}?(?: (?:to|at|as|in|into))?"
+_SAVED_ZH = r"(?:文档|文件|报告|结果|输出)?已?(?:保存|导出|写入)(?:报告|文档|文件)?(?:到|至|为|在)?(?:文件)?"
+_SAVED = re.compile(
+    rf"^\W{{0,3}}(?:{_SAVED_EN}|{_SAVED_ZH})\s*[:：]?\s*[`'\"]?"
+    r"((?:[~/.]|[A-Za-z]:[\\/]|[\w.-]+/)?[^\s`'\":：]*[^\s`'\"/:：]\.[A-Za-z0-9]{1,8})[`'\"]?"
+    r"\s*(?:\([^)]*\))?\s*$", re.I | re.M)
+_SAVED_NEEDS = re.compile(r"sav|writ|wrote|export|保存|导出|写入", re.I)
+# A command run on another machine saves its files there: ``ssh host "certbot …"`` ("Certificate is saved at: …").
+_REMOTE = re.compile(r"^\s*(?:sudo\s+)?(?:ssh|docker (?:exec|run)|kubectl exec|gcloud compute ssh)\b")
+
+
+def saved_files(result: Message | None) -> list[str]:
+    """The files a successful run's output says it saved (``_SAVED``)."""
+    if result is None:
+        return []
+    parsed = parse_result(result)
+    text = parsed.get("output") if parsed is not None else result.content
+    if not isinstance(text, str) or not _SAVED_NEEDS.search(text):
+        return []
+    # "Created 2 files in 0.3s": a name needs a letter before its extension
+    return list(dict.fromkeys(p for m in _SAVED.finditer(text)
+                              if _LETTER_IN_NAME.search(posixpath.basename(p := m.group(1)).rsplit(".", 1)[0])))
+
+
+_LETTER_IN_NAME = re.compile(r"[^\W\d]")
 
 
 # What Claude Code's Write and Edit say they did, naming the file: an export that drops the call's
@@ -505,9 +543,30 @@ def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source:
                 for op in scripts.follow(call, result):
                     out.add(*op)
     if edits is None:
-        return out.result()
+        return _at_home(out.result())
     # The locator already holds every path the session shows: the same set names the bare ones.
-    return _resolve_bare_names(out.result(), edits.locator.shown)
+    return _at_home(_resolve_bare_names(out.result(), edits.locator.shown))
+
+
+def _at_home(touches: list[FileTouch]) -> list[FileTouch]:
+    """``~/p/a.ts`` and ``/Users/u/p/a.ts`` are one file when the session's absolute paths show one home.
+
+    A session with no cwd (a Hermes request dump, a trajectory) cannot resolve ``~`` when it is touched, and
+    agents write the same file both ways; listed twice, the note names one output as two. With two homes (or
+    none) in sight, ``~`` stays as written."""
+    if not any(t.path.startswith("~/") for t in touches):
+        return touches
+    homes = {h for t in touches if (h := home_of(t.path))}
+    if len(homes) != 1:
+        return touches
+    home = homes.pop()
+    merged: dict[str, FileTouch] = {}
+    for t in touches:
+        path = home + t.path[1:] if t.path.startswith("~/") else t.path
+        old = merged.get(path)
+        merged[path] = t.model_copy(update={"path": path}) if old is None else \
+            old.model_copy(update={"action": _merge(old.action, t.action)})
+    return list(merged.values())
 
 
 _CLEAN_TREE = re.compile(r"nothing to commit,? \(?working (?:tree|directory) clean")
@@ -1200,7 +1259,7 @@ def derive_facts(session: Session, chunks: Sequence[Chunk] | None = None) -> Fac
     costs = [u.cost_usd for u in session.usage if u.cost_usd is not None]
     # Only what the user typed: a compaction summary or a stream of task notifications in the user role
     # is English written by software, and can outweigh a Chinese user's own asks.
-    language = session_language((m.content for m in messages if typed_by_user(m)),
+    language = session_language((user_words(m.content) for m in messages if typed_by_user(m)),
                                 (m.content for m in messages if m.role == "assistant"))
     return Facts(
         files=tuple(file_touches(messages, work_root(session), source=session.source)),

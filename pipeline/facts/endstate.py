@@ -63,9 +63,10 @@ from pipeline.models import EndState, Facts, Message, Session
 from pipeline.screen import Screen
 
 _DONE = re.compile(
-    r"\b(?:done|fixed|resolved|completed?|implemented|added|created|updated|committed|pushed|merged|"
+    r"\b(?:done|fixed|resolved|completed?|implemented|added|created|updated|removed|deleted|replaced|renamed|"
+    r"committed|pushed|merged|"
     r"(?:all )?(?:\d+ )?tests? (?:now )?pass(?:es|ed|ing)?|works now|now works|finished)\b"
-    r"|已完成|完成了|已修复|修复了|搞定|已提交|已创建|已添加|已更新|测试通过|全部通过"
+    r"|已完成|完成了|已修复|修复了|搞定|已提交|已创建|已添加|已更新|已删除|已移除|已修改|已替换|测试通过|全部通过"
     # the Chinese of "pushed", "merged", "implemented", "resolved" above
     r"|已(?:经)?(?:推送|合并|实现|解决)|(?:推送|合并)成功|成功(?:推送|合并)"
     r"|(?:我|我们)(?:已经|已)[^。！？\n]{0,40}?(?:修改|替换|更新|添加|删除|移除|改|实现|完成|修复|创建|调整|重构)"

@@ -31,7 +31,9 @@ from pipeline.screen import Screen
 
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
 _INLINE_CODE = re.compile(r"`[^`\n]*`")
-_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.I)
+# A URL ends at CJK text glued to it ("https://x.com/m/#/home帮我注册一个账号"): no one types a raw CJK character
+# into a URL, and swallowing the ask behind it made that ask "pasted output".
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]+", re.I)
 # Paths, dotted names and flags carry no language signal (``~/src/x.py``, ``os.path``, ``--dry-run``).
 # ASCII-only classes: ``\w`` would also swallow the Chinese text glued to a path.
 _PATHISH = re.compile(

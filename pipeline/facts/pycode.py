@@ -3,12 +3,13 @@
 Hermes runs scripts that do their work two ways, and both leave the file in the code itself:
 
 * through the tools it exposes to the script (``from hermes_tools import write_file, patch, terminal``):
-  ``write_file("docs/plan.md", text)``, ``patch(path="src/a.py", …)``, ``terminal("mv a b")``;
+  ``write_file("docs/plan.md", text)``, ``patch("src/a.py", old, new)``, ``terminal("mv a b")``;
 * through plain Python: ``open("out.csv", "w")``, ``Path("a.md").write_text(…)``,
   ``shutil.copy(src, "b.txt")``, ``df.to_csv("t.csv")``, ``prs.save("deck.pptx")``, ``os.system("…")``.
 
-Only literal paths count, and names bound once to a literal at the top of the script
-(``OUT = "report.md"``); an f-string or a computed path names no particular file. Code that does
+Only paths the code always builds the same way count: literals, names bound once at the top of the script
+(``OUT_DIR = "/u/out"``, ``OUT = os.path.join(OUT_DIR, "report.docx")``) and f-strings, joins and ``/`` of
+those; a path computed at run time (a loop variable, a call's result) names no particular file. Code that does
 not parse names nothing. Shell strings go through ``shell_file_ops``, like any command.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import posixpath
 import re
 from collections.abc import Callable
 
@@ -50,14 +52,22 @@ def code_file_ops(code: str) -> tuple[tuple[str, FileAction, str | None], ...]:
     read: set[str] = set()  # a file the script reads and then writes is edited, not created
 
     def lit(node: ast.AST | None) -> str | None:
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            return node.value
-        return names.get(node.id) if isinstance(node, ast.Name) else None
+        return _const_path(node, names)
 
-    def arg(call: ast.Call, pos: int, kw: str) -> str | None:
+    def text(node: ast.AST | None) -> str | None:
+        # A shell command only as written out: one assembled from parts (``f"python3 -c '{script}'"``) breaks
+        # the quoting it is pasted into, and its words would be read as redirections and files.
+        if isinstance(node, ast.Constant):
+            return node.value if isinstance(node.value, str) else None
+        return names.get(node.id) if isinstance(node, ast.Name) and node.id in names.plain else None
+
+    def arg(call: ast.Call, pos: int, kw: str, reader: Callable[[ast.AST | None], str | None] = lit) -> str | None:
         if len(call.args) > pos:
-            return lit(call.args[pos])
-        return next((lit(k.value) for k in call.keywords if k.arg == kw), None)
+            return reader(call.args[pos])
+        return next((reader(k.value) for k in call.keywords if k.arg == kw), None)
+
+    def command_arg(call: ast.Call, pos: int, kw: str) -> str | None:
+        return arg(call, pos, kw, text)
 
     # ast.walk goes breadth first; source order keeps "first touch" and a write-then-move right.
     calls = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset))
@@ -66,9 +76,10 @@ def code_file_ops(code: str) -> tuple[tuple[str, FileAction, str | None], ...]:
         name = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else ""
         if name == "write_file" and (p := arg(node, 0, "path")):
             ops.append((p, "created", None))
-        elif name == "patch" and isinstance(fn, ast.Name) and (p := arg(node, 1, "path")):
+        elif name == "patch" and isinstance(fn, ast.Name) and (p := arg(node, 0, "path")):
+            # hermes_tools.patch(path=None, old_string=None, new_string=None, …): the path comes first.
             ops.append((p, "modified", None))
-        elif cmd := _shell_command(node, name, arg):
+        elif cmd := _shell_command(node, name, command_arg):
             ops += shell_file_ops(cmd)
         elif name == "open" and (p := arg(node, 0, "file")):
             mode = arg(node, 1, "mode") or "r"
@@ -101,33 +112,66 @@ def _shell_command(node: ast.Call, name: str, arg: Callable[[ast.Call, int, str]
     return None
 
 
-def _literal_names(tree: ast.Module) -> dict[str, str]:
-    """Top-level names bound exactly once, to a string literal or to ``Path(literal)``
-    (``p = Path("src/a.py"); p.write_text(…)`` is how scripts edit a file in place)."""
+class _Names(dict[str, str]):
+    """Names bound to a path, and which of them to a plain literal (``plain``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.plain: set[str] = set()
+
+
+def _literal_names(tree: ast.Module) -> _Names:
+    """Top-level names bound exactly once, to a path ``_const_path`` can read (``p = Path("src/a.py");
+    p.write_text(…)`` is how scripts edit a file in place; ``OUT = os.path.join(DIR, "a.docx")`` how they name
+    what they save)."""
     seen: dict[str, list[ast.AST]] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             seen.setdefault(node.id, []).append(node)
-    out: dict[str, str] = {}
+    out = _Names()
     for stmt in tree.body:
         if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
                 and len(seen.get(stmt.targets[0].id, ())) == 1):
             continue
-        value = stmt.value
-        if isinstance(value, ast.Call) and _is_path_call(value) and value.args:
-            value = value.args[0]
-        if isinstance(value, ast.Constant) and isinstance(value.value, str):
-            out[stmt.targets[0].id] = value.value
+        if (value := _const_path(stmt.value, out)) is not None:
+            out[stmt.targets[0].id] = value
+            if isinstance(stmt.value, ast.Constant):
+                out.plain.add(stmt.targets[0].id)
     return out
 
 
-def _is_path_call(node: ast.Call) -> bool:
-    return (isinstance(node.func, ast.Name) and node.func.id == "Path") or (
-        isinstance(node.func, ast.Attribute) and node.func.attr == "Path")
+_JOINS = frozenset({"join", "Path", "PurePath", "PosixPath"})
+
+
+def _const_path(node: ast.AST | None, names: dict[str, str]) -> str | None:
+    """The string an expression always evaluates to, built only from literals and names bound to one:
+    ``"a.md"``, ``OUT``, ``os.path.join(OUT_DIR, "a.docx")``, ``Path(ROOT) / "a.md"``, ``ROOT + "/a.md"``,
+    ``f"{ROOT}/a.md"``, ``str(p)``. Anything computed at run time (a loop variable, a call's result) is None."""
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else None
+    if isinstance(node, ast.Name):
+        return names.get(node.id)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div | ast.Add):
+        left, right = _const_path(node.left, names), _const_path(node.right, names)
+        if left is None or right is None:
+            return None
+        return posixpath.join(left, right) if isinstance(node.op, ast.Div) else left + right
+    if isinstance(node, ast.JoinedStr):
+        parts = [_const_path(v.value, names) if isinstance(v, ast.FormattedValue) and v.format_spec is None
+                 and v.conversion == -1 else _const_path(v, names) for v in node.values]
+        return "".join(p for p in parts if p is not None) if all(p is not None for p in parts) else None
+    if isinstance(node, ast.Call) and not node.keywords and node.args:
+        fn = node.func
+        name = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else ""
+        if name == "str" and len(node.args) == 1:
+            return _const_path(node.args[0], names)
+        if name in _JOINS and not (isinstance(fn, ast.Attribute) and isinstance(fn.value, ast.Constant)):  # not ",".join
+            parts = [_const_path(a, names) for a in node.args]
+            return posixpath.join(*(p for p in parts if p is not None)) if all(p is not None for p in parts) else None
+    return None
 
 
 def _path_of(node: ast.AST, lit: Callable[[ast.AST | None], str | None]) -> str | None:
-    """``Path("a.md")``, ``pathlib.Path(OUT)`` or a name bound to one → its literal path."""
-    if isinstance(node, ast.Call) and node.args and _is_path_call(node):
-        return lit(node.args[0])
-    return lit(node) if isinstance(node, ast.Name) else None
+    """The file a ``Path`` object names: ``Path("a.md")``, ``pathlib.Path(OUT)``, ``Path(ROOT) / "a.md"``, a name
+    bound to one."""
+    return lit(node)

@@ -43,6 +43,8 @@ _IN_REDIRECTS = frozenset({"<", "<<", "<<<", ">&", "<&", "<<-"})
 _WRAPPERS = frozenset({"sudo", "env", "time", "nohup", "command", "exec", "builtin"})
 _SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
 _NOT_FILES = ("/dev/", "/proc/")
+#: Folders that macOS shows as one item: copying or installing an app is not writing a file.
+_BUNDLE = re.compile(r"\.(?:app|framework|bundle|kext|plugin|xcodeproj|xcworkspace|xcassets|lproj|dSYM)$")
 _ENV_ASSIGN = re.compile(r"^[A-Za-z_]\w*=")
 
 
@@ -84,7 +86,9 @@ def normalise_path(path: str, cwd: str | None, base: str | None = None, *, liter
     ``literal``: the path is a file tool's argument or a patch header, which no shell expanded, so a ``$`` in
     it is part of the name unless it reads as a variable (``_EXPANSION``); in a command's words it never is."""
     path = forward_slashes(path.strip())
-    if not path or path == "-" or any(c in path for c in "*?`") or path.startswith("&"):
+    # Globs and brace lists name no one file; a quote, a brace or a line break in a "name" is a shell word cut
+    # from broken quoting (``sed -i 's/{x}/{', '.join(y)}/' f``), not a file anyone writes.
+    if not path or path == "-" or any(c in path for c in "*?`\"{}\n") or path.startswith("&"):
         return None
     if "$" in path and (not literal or _EXPANSION.search(path)):
         return None
@@ -97,7 +101,7 @@ def normalise_path(path: str, cwd: str | None, base: str | None = None, *, liter
         path = posixpath.join(base, path)
         if path.startswith("~/") and home:
             path = home + path[1:]
-    if path.startswith(_NOT_FILES) or path in ("/dev/null", "/dev/stdout", "/dev/stderr"):
+    if path.startswith(_NOT_FILES) or path in ("/dev/null", "/dev/stdout", "/dev/stderr") or _BUNDLE.search(path.rstrip("/")):
         return None
     path = posixpath.normpath(path)
     root = posixpath.normpath(cwd) if cwd else None
@@ -152,7 +156,7 @@ def _tokens(command: str) -> list[str]:
         return [*lexer, ";"]
 
     try:  # newlines are separators, except inside quotes, where ";" is harmless to us
-        return lex(" ; ".join(out))
+        return lex("\n;".join(out))  # a comment ends at its line, so the separator after it survives
     except ValueError:  # unbalanced quotes somewhere: keep the lines that do parse
         tokens: list[str] = []
         for line in out:
@@ -185,7 +189,9 @@ def _segments(tokens: list[str]) -> Iterable[tuple[list[str], list[tuple[str, st
             quiet = quiet or (tok == "2" and nxt == ">" and tokens[i + 2:i + 3] == ["/dev/null"])
             continue  # the fd number of ``2>file`` / ``2>&1``
         elif tok in _OUT_REDIRECTS or tok in _IN_REDIRECTS:
-            if tok in _OUT_REDIRECTS and nxt and nxt not in _SEPARATORS:
+            # ``=>`` and ``>=`` are code (an arrow function, a comparison) whose quoting broke, not a redirect.
+            code = tok == ">" and ((i and tokens[i - 1].endswith("=")) or nxt.startswith("="))
+            if tok in _OUT_REDIRECTS and nxt and nxt not in _SEPARATORS and not code:
                 redirects.append((tok, nxt))
             next(it, None)
         else:

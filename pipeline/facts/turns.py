@@ -143,6 +143,51 @@ def _harness_text(content: str) -> bool:
     return bool(_HARNESS_ERROR.search(text))
 
 
+# Hermes wraps what the user typed when a skill runs (``/skill-name do X``, a cron job's skills): a notice that the
+# skill was invoked, the whole SKILL.md, then "The user has provided the following instruction alongside the skill
+# invocation: <what they typed>". A cron job's prompt opens with "[IMPORTANT: You are running as a scheduled cron
+# job. …]" (agent/skill_commands.py, cron/scheduler.py in hermes-agent 0.19).
+_SKILL_INSTRUCTION = "The user has provided the following instruction alongside the skill invocation: "
+_SKILL_INVOKED = re.compile(r'\[IMPORTANT: The user (?:has invoked|launched this CLI session with) the "([^"]+)" '
+                            r"(?:skill|stacked skill bundle|skill bundle)\b")
+
+
+def user_words(text: str) -> str:
+    """What the user typed in a user-role message, without the scaffolding Hermes puts around it: a skill's
+    text and its invocation notice, and the bracketed ``[IMPORTANT: …]`` notices before it. A skill run with no
+    instruction is the skill's name (``/name``)."""
+    if "[IMPORTANT: " not in text and _SKILL_INSTRUCTION not in text:
+        return text
+    invoked = _SKILL_INVOKED.search(text)
+    if (i := text.rfind(_SKILL_INSTRUCTION)) >= 0:
+        text = text[i + len(_SKILL_INSTRUCTION):]
+    elif invoked:
+        return _skill_ask(invoked.group(1), text[invoked.end():])
+    rest = text.lstrip()
+    while rest.startswith("[IMPORTANT: ") and (end := _bracket_end(rest)) > 0:
+        rest = rest[end:].lstrip()
+    return rest or (_skill_ask(invoked.group(1), text[invoked.end():]) if invoked else text)
+
+
+_DESCRIPTION = re.compile(r"^description:\s*['\"]?(.+?)['\"]?\s*$", re.M)
+
+
+def _skill_ask(name: str, skill_text: str) -> str:
+    """A skill run with no instruction asks for what the skill does: its name and its SKILL.md description."""
+    m = _DESCRIPTION.search(skill_text[:3000])
+    return f"{name}: {m.group(1)}" if m else name
+
+
+def _bracket_end(text: str) -> int:
+    """Where the bracket ``text`` opens with closes (nested ones, like a notice's ``"[SILENT]"``, included); 0 if never."""
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += (ch == "[") - (ch == "]")
+        if depth == 0:
+            return i + 1
+    return 0
+
+
 def typed_by_user(msg: Message) -> bool:
     """A user-role message the person typed: not a carrier, harness scaffolding (compaction summaries,
     task notifications, command echoes, injected instructions), an IDE's tool notice or a harness error line."""
@@ -154,7 +199,7 @@ def _kind(msg: Message) -> str | None:
     """'ask', 'ack' (acknowledgement/approval) or None (not something the user typed as a turn)."""
     if msg.role != "user" or msg.is_carrier or harness_error(msg):
         return None
-    return _text_kind(msg.content.strip())
+    return _text_kind(user_words(msg.content).strip())
 
 
 @lru_cache(maxsize=512)

@@ -51,7 +51,16 @@ from pipeline.facts.endstate import (
 )
 from pipeline.facts.lang import typed_prose
 from pipeline.facts.shell import forward_slashes
-from pipeline.facts.turns import _has_prose, _kind, _live, _prose, _replies, _sentences, _until_closer
+from pipeline.facts.turns import (
+    _has_prose,
+    _kind,
+    _live,
+    _prose,
+    _replies,
+    _sentences,
+    _until_closer,
+    user_words,
+)
 from pipeline.models import (
     NOTE_ERRORS_MAX,
     Chunk,
@@ -131,7 +140,7 @@ _PROJECT_DIRS = ("src", "code", "projects", "repos", "git", "dev", "work", "work
 
 @lru_cache(maxsize=4096)  # the same asks are trimmed for the goal, each phase, topic splits and open items
 def _trim_ask(text: str, limit: int = MAX_ASK, lang: str | None = None) -> str:
-    text = _HARNESS_TAG.sub(" ", text)
+    text = _HARNESS_TAG.sub(" ", user_words(text))
     if lang is not None and not re.search(r"[^\W\d_]{2,}", typed_prose(text)):
         return _pasted(text, lang)
     lines = _prose(text).splitlines()
