@@ -78,6 +78,7 @@ _CHANGE_VERB = re.compile(r"(?:^|[_.\-]|(?<=[a-z]))(?:write|edit|create|patch|re
                           r"|modify|update|apply|delete|remove)(?=[_.\-]|[A-Z]|$)", re.I)
 _LOOK_VERB = re.compile(r"(?:^|[_.\-]|(?<=[a-z]))(?:read|view|open|cat|get|list|search|find|grep|glob|stat|show)"
                         r"(?=[_.\-]|[A-Z]|$)", re.I)
+_READ_VERB = re.compile(r"(?:^|[_.\-]|(?<=[a-z]))(?:read|view|open|cat)(?=[_.\-]|[A-Z]|$)", re.I)
 _EDITOR_TOOLS = frozenset({"str_replace_editor", "str_replace_based_edit_tool"})
 #: Patch tools whose patch text may be missing from the arguments: SpecStory exports put the
 #: call's input (the ``*** Begin Patch`` text) in the block body, which the reader makes the result.
@@ -380,7 +381,7 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
     action: FileAction | None = None
     if lname in _EDITOR_TOOLS:
         action = {"create": "created", "view": "read"}.get(str(args.get("command")), "modified")
-    elif lname in _READ_TOOLS:
+    elif lname in _READ_TOOLS or (_READ_VERB.search(name) and _arg_path(args)):  # its own argument, not a result's
         action = "read"
     elif lname in _WRITE_TOOLS:
         text = result_msg.content if result_msg else ""
@@ -510,7 +511,7 @@ def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source:
     clean = False  # the work tree was shown clean before the session changed anything
     skill_dirs: dict[str, str] = {}
     scripts = _Scripts()
-    for m in messages:
+    for at, m in enumerate(messages):
         if m.role == "assistant" and scripts.pending:
             for op in scripts.named_in(m.content):
                 out.add(*op)
@@ -538,8 +539,11 @@ def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source:
                 # Depends on the skill folders seen so far in the session: not replayed from the cache.
                 _skill_touch(call.arguments, result, skill_dirs, out)
             else:
-                for op in _call_ops(call, result):
+                ops = _call_ops(call, result)
+                for op in ops:
                     out.add(*op)
+                if not ops and (shown := _unnamed_write(call, result, out.result(), messages, at)):
+                    out.add(shown, "modified", call.name)
                 for op in scripts.follow(call, result):
                     out.add(*op)
     if edits is None:
@@ -567,6 +571,48 @@ def _at_home(touches: list[FileTouch]) -> list[FileTouch]:
         merged[path] = t.model_copy(update={"path": path}) if old is None else \
             old.model_copy(update={"action": _merge(old.action, t.action)})
     return list(merged.values())
+
+
+#: A fence's language → the extensions of the files it can be (VS Code's language ids included).
+_FENCE_EXTS: dict[str, tuple[str, ...]] = {
+    "yaml": ("yml", "yaml"), "yml": ("yml", "yaml"), "shellscript": ("sh", "bash"), "bash": ("sh", "bash"),
+    "sh": ("sh",), "shell": ("sh",), "zsh": ("zsh", "sh"), "python": ("py",), "py": ("py",),
+    "typescript": ("ts", "tsx"), "ts": ("ts",), "typescriptreact": ("tsx",), "tsx": ("tsx",),
+    "javascript": ("js", "mjs", "cjs", "jsx"), "js": ("js", "mjs", "cjs"), "javascriptreact": ("jsx",), "jsx": ("jsx",),
+    "json": ("json",), "jsonc": ("json", "jsonc"), "markdown": ("md",), "md": ("md",), "html": ("html", "htm"),
+    "css": ("css",), "scss": ("scss",), "vue": ("vue",), "java": ("java",), "kotlin": ("kt", "kts"), "go": ("go",),
+    "rust": ("rs",), "toml": ("toml",), "xml": ("xml",), "sql": ("sql",), "csharp": ("cs",), "ruby": ("rb",),
+    "php": ("php",), "c": ("c", "h"), "cpp": ("cpp", "cc", "hpp", "h"), "swift": ("swift",), "dart": ("dart",),
+    "powershell": ("ps1",), "ini": ("ini", "cfg", "conf"),
+}
+
+
+def _unnamed_write(call: ToolCall, result: Message | None, touched: Sequence[FileTouch], messages: Sequence[Message],
+                   at: int) -> str | None:
+    """The file of a change tool's call that names none, whose result is the new code in one fence: how a VS Code
+    Copilot export (SpecStory) shows ``copilot_applyPatch``. The file is one the session read before, of the fence's
+    language: the only one, else the only one of them the next words after the edit name (the agent's report, or the
+    user's next message when the agent said nothing). Otherwise None: an edit with
+    no file is left out rather than pinned on a guess."""
+    if result is None or not _CHANGE_VERB.search(call.name) or not (block := _LONE_BLOCK.match(result.content)):
+        return None
+    exts = _FENCE_EXTS.get(block.group(1).strip().lower())
+    if not exts:
+        return None
+    reads = list(dict.fromkeys(t.path for t in touched if t.path.rsplit(".", 1)[-1].lower() in exts))
+    if len(reads) > 1:
+        after = next((n.content for n in messages[at + 1:] if n.role in ("assistant", "user") and n.content.strip()), "")
+        reads = [r for r in reads if _says_name(after, posixpath.basename(r))]
+        if len(reads) > 1:  # "1. 在 `Settings.sh` 中新增逻辑 … 2. 校验了 `Packages.sh`": the line that says it changed
+            reads = [r for r in reads if any(_CHANGED_LINE.search(line) and not _CHECKED_LINE.search(line)
+                                             for line in after.splitlines()
+                                             if _says_name(line, posixpath.basename(r)))]
+    return reads[0] if len(reads) == 1 else None
+
+
+_CHANGED_LINE = re.compile(r"\b(?:add|chang|updat|modif|fix|rewr|replac|edit|insert|patch)\w*|新增|修改|添加|更新|改为|改成|修复"
+                           r"|替换|重写|调整", re.I)
+_CHECKED_LINE = re.compile(r"\b(?:check|verif|read|review|inspect)\w*|校验|检查|查看|核对|阅读|确认", re.I)
 
 
 _CLEAN_TREE = re.compile(r"nothing to commit,? \(?working (?:tree|directory) clean")

@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from pipeline.models import Session, ToolCall
 from pipeline.read._common import Draft, build_messages, parse_ts, read_text, stable_id, time_bounds
@@ -95,6 +96,23 @@ def _segments(lines: list[str]) -> list[str]:
     return ["\n".join(seg).strip() for seg in out if "\n".join(seg).strip()]
 
 
+# A summary in the editor's own language links the file it works on: "正在读取 [](vscode-vfs://github/o/r/a.sh)",
+# "Reading [](file:///c%3A/proj/a.py#1-1), lines 1 to 40". The link is the path whatever the words around it.
+_SUMMARY_LINK = re.compile(r"\]\(((?:file|vscode-vfs|vscode-remote)://[^)\s#]+)(?:#[^)\s]*)?\)")
+
+
+def _link_path(uri: str) -> str:
+    """The file a link names: ``file:///c%3A/p/a.py`` → ``c:/p/a.py``; a GitHub repository opened in VS Code
+    (``vscode-vfs://github/owner/repo/src/a.py``) → ``src/a.py``, relative to the repository's root."""
+    scheme, _, rest = uri.partition("://")
+    path = unquote(rest)
+    if scheme == "vscode-vfs" and path.startswith("github/"):
+        return "/".join(path.split("/")[3:])
+    if scheme == "vscode-remote":
+        path = "/" + path.split("/", 1)[1] if "/" in path else path  # "ssh-remote+host/home/u/a.py"
+    return path[1:] if re.match(r"^/[A-Za-z]:/", path) else path
+
+
 def _args_from_summary(summary: str) -> tuple[str | None, dict[str, Any]]:
     args: dict[str, Any] = {"summary": summary} if summary else {}
     for prefix, v1name, key in _SUMMARY_ARGS:
@@ -104,6 +122,8 @@ def _args_from_summary(summary: str) -> tuple[str | None, dict[str, Any]]:
             if value and value != "undefined":
                 args[key] = value
             return v1name, args
+    if (link := _SUMMARY_LINK.search(summary)) and (path := _link_path(link.group(1))):
+        args["path"] = path
     return None, args
 
 
