@@ -1079,3 +1079,17 @@ def test_a_run_that_says_where_it_saved_a_file_names_an_output() -> None:
             call("4", "terminal", {"command": "python3 init_skill.py x"}),
             result("4", {"output": "✅ Created SKILL.md\n✅ Created scripts/example.py", "exit_code": 0}))
     assert touches(*msgs) == [("/u/out/report.docx", "created"), ("data/out.csv", "created"), ("/u/桌面/要求文档.docx", "created")]
+
+
+def test_moving_a_folder_moves_what_the_session_wrote_in_it() -> None:
+    """``mv ~/Code/app ~/Code/work/app`` moves the project: the files written in it are outputs at their new place,
+    not deleted, and neither folder is listed as a file. A removed folder stays removed."""
+    got = _touched(("write_file", {"path": "/home/u/app/src/a.swift", "content": "x"}, '{"success": true}'),
+                   ("write_file", {"path": "/home/u/app/README.md", "content": "x"}, '{"success": true}'),
+                   ("terminal", {"command": "# move it\nmv /home/u/app /home/u/work/app"}, '{"output": "", "exit_code": 0}'),
+                   ("write_file", {"path": "/home/u/old/b.py", "content": "x"}, '{"success": true}'),
+                   ("terminal", {"command": "rm -rf /home/u/old && mv notes.txt done.txt"}, '{"output": "", "exit_code": 0}'),
+                   cwd="/home/u/p")
+    assert got == [("created", "/home/u/work/app/src/a.swift"), ("created", "/home/u/work/app/README.md"),
+                   ("deleted", "/home/u/old/b.py"), ("deleted", "/home/u/old"), ("deleted", "notes.txt"),
+                   ("moved", "done.txt")]

@@ -125,17 +125,33 @@ class _Touches:
     def __init__(self, cwd: str | None) -> None:
         self.cwd = cwd
         self._by_path: dict[str, FileTouch] = {}
+        # The folder the last add removed and what it held before: a "moved" right after it is ``mv dir dest``.
+        self._removed: tuple[str, dict[str, FileTouch]] | None = None
 
     def add(self, path: str | None, action: FileAction, tool: str | None, base: str | None = None,
             literal: bool = False) -> None:
         norm = normalise_path(path, self.cwd, base, literal=literal) if path else None
         if not norm:
             return
+        removed, self._removed = self._removed, None
+        if action == "moved" and removed is not None:
+            # ``mv ~/Code/app ~/Code/work/app`` moves a folder: what the session wrote in it lives on at the new
+            # place (neither deleted nor listed twice), and the folder itself is no file.
+            folder, held = removed
+            self._by_path.pop(folder, None)
+            for under, touch in held.items():
+                self._by_path.pop(under, None)
+                moved_to = norm.rstrip("/") + under[len(folder.rstrip("/")):]
+                self._by_path[moved_to] = touch.model_copy(update={"path": moved_to})
+            return
         if action == "deleted":
             # ``rm -rf src/app/bazi`` also removes the page written there earlier.
+            held = {}
             for under, touch in list(self._by_path.items()):
                 if under.startswith(norm.rstrip("/") + "/") and touch.action != "read":
+                    held[under] = touch
                     self._by_path[under] = FileTouch(path=under, action=_merge(touch.action, "deleted"), tool=tool)
+            self._removed = (norm, held) if held else None
         old = self._by_path.get(norm)
         if old is None:
             self._by_path[norm] = FileTouch(path=norm, action=action, tool=tool)
