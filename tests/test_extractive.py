@@ -620,12 +620,13 @@ def test_a_heading_that_announces_a_choice_is_read_with_the_line_under_it() -> N
 
 
 def test_chinese_instructions_requests_and_replacements_are_no_decisions_and_options_are_whole() -> None:
-    """"不用改/不要勾任何东西" tells the user what not to bother with, "要不要/帮我决定" asks, "把 A 替换成 B" edits;
-    none of them turns an option down. An option ends at a bracket or a colon and keeps no half code span."""
+    """"不用改/不要勾任何东西" tells the user what not to bother with, "要不要/帮我决定" asks, "把 A 替换成 B" edits,
+    "不要瞎改/不要乱改" admonishes; none of them turns an option down. An option ends at a bracket or a colon and keeps no half code span."""
     reply = ("✅ 系统盘 40GB 够用，不用改。\n\n其他全部默认，不要勾任何东西。\n\n我需要你帮我决定的几个事。\n\n"
              "看你后面要不要挪。\n\n把 mock 的 27 条渠道替换成真实数据。\n\n如果配置够，直接用你已有的服务器就行，不用额外花钱。\n\n"
              "不要填 1（你截图填了1）。\n\n不要直接重置 root 密码（会影响 tracking_system）。\n\n为什么不要左右箭头：滚轮一甩就到位。\n\n"
-             "这套已经在生效，不用再装 `claude-mem`。\n\n「無語意 PR」用 AST 不用行數。\n\n1.意思是我不用在腾讯云上加解析\n\n日期选择过渡效果")
+             "这套已经在生效，不用再装 `claude-mem`。\n\n「無語意 PR」用 AST 不用行數。\n\n1.意思是我不用在腾讯云上加解析\n\n日期选择过渡效果"
+             "\n\n记住我们的原则，改东西不要瞎改。\n\n你先检查先不要乱改。\n\n之前的架构是废案你不要搞混乱了。")
     s = sess(u("部署到阿里云"), a(reply))
     got = [(d.choice, d.rejected) for d in summarise_extractive(s, [], derive_facts(s)).decisions]
     assert got == [("不要直接重置 root 密码（会影响 tracking_system）。", ("直接重置 root 密码",)),

@@ -165,6 +165,8 @@ _NOT_A_CHOICE = re.compile(
     r"|(?:不用|不要)(?:再)?(?:[\u3400-\u9fff]|担心|纠结|糾結|操心|理会|拖延|着急|在意|客气|麻烦)(?:了|它)?"
     r"(?=[，。；、,.;！？!?）)*]|$)"
     r"|不用额外|不要有|不[用要](?:我|你)|不要误导|(?:如果|假如|要是)不[用要]|[你您]的选择"
+    # an admonition, no option turned down: "不要瞎改", "先不要乱改", "不要搞混乱了", "不要随便删"
+    r"|(?:不用|不要)(?:再)?(?:瞎|乱|胡乱|随便|随意|擅自|盲目|搞混|搞乱)"
     # how to click through a console ("不要勾任何东西", "不用一个个截"): a step for the user, no option declined
     r"|(?:不用|不要)(?:再)?(?:一个个|一一)?(?:勾|填|点|截|按|拖|输入)"
     r"|\b(?:can|could|to|may|might|will|must|should|let [\w/]+) choose\b|\bchooses\b|\bchoose (?:from|between)\b"
