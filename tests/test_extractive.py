@@ -1160,3 +1160,13 @@ def test_a_claim_with_failures_or_parts_left_is_not_resolved() -> None:
     assert _verdict(u("fix the parser"), a("Fixed the parser; its tests pass. 2 failed (unrelated, pre-existing).")
                     ).state == "resolved"
     assert _verdict(u("改一下标题"), a("已更新标题，剩下的代码不变。")).state == "resolved"
+
+
+def test_a_bare_lead_in_is_not_what_a_phase_reports() -> None:
+    """"Here's the deal on randomness:" introduces the report; the sentences after it say what was done."""
+    from pipeline.summarize.extractive import done_text
+
+    reply = ("Here's the deal on **randomness**:\n\n**Now:** `crypto.getRandomValues()` pulls from the OS cryptographic "
+             "RNG, with rejection sampling so every number is equally likely.\n\nFor Dominion this is overkill.")
+    text = done_text([u("is it truly random? add some sfx"), a(reply)], None, "en")
+    assert not text.startswith("Here's the deal") and "getRandomValues" in text

@@ -395,9 +395,12 @@ def _done_text(msgs: list[Message], cwd: str | None, lang: str) -> str:
         # A reply's Markdown headings and bold marks would read as escaped noise in the note ("\\## **Done**").
         sentences = [(s.startswith("#"), unmark(s))
                      for s in _sentences(replies[-1].content)]
+        # A bare lead-in ("Here's the deal on randomness:") introduces the report and reports nothing itself.
         said = [s for heading, s in sentences
-                if not heading and len(s) >= 12 and (_ACTION.search(s) or _DONE.search(s))][:2]
-        said = said or [s for heading, s in sentences if not heading and s][:1] or [s for _, s in sentences if s][:1]
+                if not heading and len(s) >= 12 and not _PRESENTS.match(s)
+                and (_ACTION.search(s) or _DONE.search(s))][:2]
+        said = (said or [s for heading, s in sentences if not heading and s and not _PRESENTS.match(s)][:1]
+                or [s for _, s in sentences if s][:1])
         # What the agent said it changed ("I removed the interruptionQueue setting", "改用 AuthService.userLogin()"):
         # a long phase's last reply often says only "done", while the substance was reported earlier, and
         # a reply that does report its changes lists them after a lead-in sentence.
@@ -419,6 +422,9 @@ def _done_text(msgs: list[Message], cwd: str | None, lang: str) -> str:
             f"`{c}`" if len(c) <= 100 else f"`{c[:99].rstrip()}`…" for c in ran) + stop)
     # An empty code span ("in ``.", a link the export dropped) would pair the wrong backticks.
     return _clip(_EMPTY_CODE.sub("", " ".join(said)), 600)
+
+
+_PRESENTS = re.compile(r"^(?:here(?:'s| is| are)|below (?:is|are)|以下是|如下)\b[^.!?。！？\n]*[:：]\W*$", re.I)
 
 
 def done_text(msgs: list[Message], cwd: str | None, lang: str) -> str:
