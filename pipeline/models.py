@@ -196,6 +196,8 @@ _SCRATCH = re.compile(
     r"^(?:/tmp/|/var/tmp/|/private/tmp/|/private/var/folders/|/dev/shm/|[A-Za-z]:[\\/](?:Windows[\\/])?Temp[\\/])"
     r"|(?:^|[\\/])(?:node_modules|__pycache__|\.pytest_cache|\.mypy_cache|\.ruff_cache|\.cache|\.next|\.nuxt"
     r"|\.turbo|\.parcel-cache|\.venv|\.gradle|\.idea|\.DS_Store)(?:[\\/]|$)"
+    # a placeholder that only keeps an empty folder in git
+    r"|(?:^|[\\/])\.(?:gitkeep|keep)$"
     # a folder named as scratch: tmp/, .tmp/, temp/, .deploy-tmp/, build_tmp/ (a file named tmp.py is no folder)
     r"|(?:^|[\\/])(?:[\w.-]*[-_.])?(?:tmp|temp)[\\/]"
     r"|[\\/]$", re.I)

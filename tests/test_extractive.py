@@ -1170,3 +1170,41 @@ def test_a_bare_lead_in_is_not_what_a_phase_reports() -> None:
              "RNG, with rejection sampling so every number is equally likely.\n\nFor Dominion this is overkill.")
     text = done_text([u("is it truly random? add some sfx"), a(reply)], None, "en")
     assert not text.startswith("Here's the deal") and "getRandomValues" in text
+
+
+def test_the_users_own_confirmation_then_only_questions_is_resolved() -> None:
+    """"The results are displayed appropriately … please tell me why it happened and write a report": the user saw the
+    work working; what follows asks for words only. Doubt in the confirmation, a new request for work, a complaint or a
+    failure after it keep the session open."""
+    fix = [u("uploading a real image gives HTTP 500"), a("Patched the vite proxy so /api goes to the backend.")]
+    ok = u("The results are displayed appropriately not only on mock mode but also on real images. Please tell me "
+           "why it happened. Please make a report so the other branches can fix it.")
+    v = _verdict(*fix, ok, a("Root cause: the proxy sent /api to port 5173, which fails with 500. Report below."))
+    assert v.state == "resolved" and "confirmed" in v.reason
+    assert _verdict(*fix, u("OCRが成功して、結果が表示されました。なぜ壊れていたのですか？"), a("原因はプロキシ設定でした。")).state \
+        == "resolved"
+    assert _verdict(*fix, u("好了，现在正常了"), u("为什么之前会报错？")).state == "resolved"  # an unanswered why: words
+    for later in ([u("It works now. Add a dark mode toggle too.")],  # new work in the same message
+                  [u("It works on mock mode but real images still fail.")],  # doubt
+                  [u("it works now"), a("Great."), u("it broke again after the restart")],  # a later complaint
+                  [u("it works now"), u("why does it still fail the way it did before?")],  # still failing
+                  [ok, a("Let me add a test."), *run("t", "pytest", "1 failed", 1)]):  # a failure after it
+        assert _verdict(*fix, *later).state != "resolved", later[0].content
+
+
+def test_japanese_claims_and_failures_count_as_english_ones_do() -> None:
+    """"ビルドが成功しました" claims, "失敗しました" reports failure, "まだ動きません" complains; "npm run --silent build"
+    is a build."""
+    assert _verdict(u("型エラーを直して"), a("修正しました。ビルドが成功しました。")).state == "resolved"
+    assert _verdict(u("型エラーを直して"), a("ビルドに失敗しました。")).state != "resolved"
+    assert _verdict(u("型エラーを直して"), a("修正しました。"), u("まだ動きません")).state != "resolved"
+    from pipeline.facts.endstate import _CHECK
+
+    assert _CHECK.search("Set-Location frontend; npm run --silent build")
+
+
+def test_what_a_check_cannot_prove_is_no_failure_of_the_work() -> None:
+    """"It cannot prove the source didn't stop early" is a limit of the check, stated next to a passing run."""
+    reply = "`make test` — all three pass, exit 0. It cannot prove the source didn't stop early; that limit is in DECISIONS.md."
+    assert _verdict(u("run make test"), a(reply)).reason != "the final reply says it could not be done"
+    assert _verdict(u("deploy it"), a("I cannot reach the server, so nothing was deployed.")).state != "resolved"

@@ -1093,3 +1093,14 @@ def test_moving_a_folder_moves_what_the_session_wrote_in_it() -> None:
     assert got == [("created", "/home/u/work/app/src/a.swift"), ("created", "/home/u/work/app/README.md"),
                    ("deleted", "/home/u/old/b.py"), ("deleted", "/home/u/old"), ("deleted", "notes.txt"),
                    ("moved", "done.txt")]
+
+
+def test_a_windows_shell_argv_is_the_command_it_runs() -> None:
+    """Codex on Windows runs ``["pwsh.exe", "-NoLogo", "-NoProfile", "-Command", "<command>"]``: the command is the last
+    part, as the transcript shows it (joined with shell quotes it is text the session never contains)."""
+    from pipeline.facts.shell import command_text
+
+    assert command_text({"command": ["pwsh.exe", "-NoLogo", "-NoProfile", "-Command", "Get-Content a.ts -Tail 20"]}) \
+        == "Get-Content a.ts -Tail 20"
+    assert command_text({"command": ["C:\\Windows\\System32\\cmd.exe", "/c", "dir /b"]}) == "dir /b"
+    assert command_text({"command": ["pwsh", "-File", "build.ps1"]}) == "pwsh -File build.ps1"

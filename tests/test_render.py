@@ -359,7 +359,25 @@ def test_chinese_headings() -> None:
 def test_unknown_language_falls_back_to_english() -> None:
     assert headings_for("tlh")["goal"] == "Goal"
     assert headings_for("ja")["goal"] == "目標"
-    assert headings_for("ko")["asked"] == "Asked"  # key missing for ko → en
+    assert headings_for("ko")["asked"] == "요청"
+
+
+def test_every_language_labels_every_part_of_a_note() -> None:
+    """A Japanese or Spanish note with "Related", "Project:" or "**Outcome:** done" left in English reads as two
+    languages; every language the table has names every label and outcome en names."""
+    import yaml
+
+    from pipeline.resources import data_dir
+
+    table = yaml.safe_load((data_dir("templates") / "headings.yaml").read_text(encoding="utf-8"))
+    for lang, labels in table.items():
+        assert set(labels) == set(table["en"]), lang
+        assert set(labels["outcomes"]) == set(table["en"]["outcomes"]), lang
+    # no label of one part is another part's label in some language: sections are found by label
+    for key in ("goal", "summary", "decisions", "errors", "output_files", "open_items", "lineage", "skills", "related",
+                "notes"):
+        others = {str(t[k]).casefold() for t in table.values() for k in t if k != key and isinstance(t[k], str)}
+        assert not {str(t[key]).casefold() for t in table.values()} & others, key
 
 
 def test_session_text_cannot_add_structure() -> None:

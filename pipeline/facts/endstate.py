@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from pipeline.facts.derive import COMMAND_TOOLS, call_command, file_touches, result_failed
 from pipeline.facts.turns import (
     _ack_role,
+    _is_ack,
     _kind,
     _live,
     _prose,
@@ -70,16 +71,21 @@ _DONE = re.compile(
     # the Chinese of "pushed", "merged", "implemented", "resolved" above
     r"|已(?:经)?(?:推送|合并|实现|解决)|(?:推送|合并)成功|成功(?:推送|合并)"
     r"|(?:我|我们)(?:已经|已)[^。！？\n]{0,40}?(?:修改|替换|更新|添加|删除|移除|改|实现|完成|修复|创建|调整|重构)"
+    # Japanese: "ビルドが成功しました", "修正しました", "エラーは解消済みです", "対応完了"
+    r"|(?:完了|成功|修正|解消|対応|追加|更新|削除|実装|作成|変更|反映)(?:しました|いたしました|済み|完了)"
     # pt/es/fr/de: the session's own language, since replies follow the user
     r"|\b(?:conclu[íi]d[oa]s?|resolvid[oa]s?|corrigid[oa]s?|com sucesso|resuelt[oa]s?|corregid[oa]s?|con éxito"
     r"|terminé|corrigée?s?|résolue?s?|erledigt|behoben|gelöst)\b", re.I)
+# "It cannot prove the source didn't stop early" states what a check is able to know, not that the work failed.
+_LIMITS = r"(?! (?:prove|guarantee|detect|distinguish|tell (?:whether|if|apart)|know whether|be sure|be certain)\b)"
 _FAILED = re.compile(
-    r"\b(?:still (?:fail\w*|broken|errors?|crash\w*)|couldn'?t|could not|can'?t|cannot|unable to|failed to|"
+    r"\b(?:still (?:fail\w*|broken|errors?|crash\w*)|couldn'?t|could not|(?:can'?t|cannot)" + _LIMITS + r"|unable to|failed to|"
     r"not able to|doesn'?t work|blocked|(?:hit|reached) (?:the|my|a) (?:(?:\w|-)+ ){0,2}limit"
     r"|ran out of (?:time|budget|iterations|attempts|turns|tokens))\b|无法|失败|仍然报错|还是报错|没能"
     r"|\b(?:não (?:consegui|foi possível|pude)|falhou|no (?:pude|fue posible|se pudo|he podido|logr[ée])|falló"
     r"|n'ai pas pu|échoué|konnte nicht|fehlgeschlagen"
-    r"|не удалось|не получилось|не смог(?:ла|ли)?|başarısız|yapamadım|başaramadım)\b", re.I)
+    r"|не удалось|не получилось|не смог(?:ла|ли)?|başarısız|yapamadım|başaramadım)\b"
+    r"|失敗しました|できませんでした|解決できません|確認できませんでした|動作しませんでした", re.I)
 _USER_UNHAPPY = re.compile(
     r"\b(?:still (?:broken|failing|fails|not|doesn'?t|the same)|doesn'?t work|not working|didn'?t work|same error|"
     r"try again|wrong|no (?:change|effect)|nothing changed)\b|还是不行|不行|没用|报错|还是错|还是这样|没有(?:改变|变化|效果|生效)"
@@ -91,7 +97,10 @@ _USER_UNHAPPY = re.compile(
     r"|com|sem)|mesmo erro|nada mudou|ne (?:marche|fonctionne) (?:toujours )?pas|toujours pas|m[êe]me erreur"
     r"|(?:funktioniert|geht|klappt) (?:immer noch |noch )?nicht|immer noch|gleiche[rn]? fehler"
     r"|не работа\w*|вс[её] ещ[её]|по-прежнему|та же ошибка|ничего не изменилось|не получилось|не помогло"
-    r"|çalışmıyor|hâlâ|hala (?:çalışmıyor|aynı|olmuyor|hata)|aynı hata|olmadı|düzelmedi|değişmedi)\b", re.I)
+    r"|çalışmıyor|hâlâ|hala (?:çalışmıyor|aynı|olmuyor|hata)|aynı hata|olmadı|düzelmedi|değişmedi)\b"
+    # "まだ動きません", "エラーが出ました", "直っていません", "変わりません"
+    r"|まだ(?:動|直|エラー|表示され)|動きません|動かない|直っていない|直っていません|変わりません|変わらない"
+    r"|エラーが(?:出|発生)", re.I)
 # The agent announces work it then never does: the export stopped mid-turn.
 _NEXT_STEP = re.compile(
     r"^(?:(?:alright|all right|ok(?:ay)?|now|next|so|then|first)[,\s]+)*(?:let me(?! know)|let[’']s|i[’']m going to|"
@@ -111,7 +120,8 @@ _INFO_ASK = re.compile(
     # "give me steps to do this …", "give me the exact commands": instructions, delivered in the reply
     r"|give me (?:the |some |a |an )?(?:exact |detailed |clear |quick |short )?(?:steps|instructions|commands"
     r"|walkthrough|guide|overview|summary|rundown|breakdown|explanation))\b|给我[^，。！？\n]{0,10}步骤|解释|說明|说明|总结|總結|介绍|介紹|分析|输出|輸出|列出|告诉我|告訴我|是什么|是什麼|为什么|為什麼"
-    r"|怎么|怎麼|如何|吗|嗎|是否|有没有|呢[？?]?$|[?？]\s*$", re.I)
+    r"|怎么|怎麼|如何|吗|嗎|是否|有没有|呢[？?]?$|[?？]\s*$"
+    r"|教えて|説明して|なぜ|どうして|どのように|ですか|ますか|でしょうか", re.I)
 # Work asked for politely as a question ("can you add tests?", "高度可以调整小一些吗").
 _WORK_REQUEST = re.compile(r"\b(?:can|could|would|will) you\b(?!\s+(?:explain|tell|show|describe|summari[sz]e|list))"
                            r"|^please\b|请你|请帮|帮我|帮忙|麻烦|可以|能否|能不能|可不可以|要不要", re.I)
@@ -124,7 +134,15 @@ _TEXT_ASK = re.compile(
     r"|(?:pr|pull request|merge request) (?:descriptions?|titles?|bod(?:y|ies))|release notes|changelog entr(?:y|ies)"
     r"|e-?mails?|tweets?|taglines?|slogans?|cover letters?)\b"
     r"|^(?:say|reply with|respond with|answer with)\b"
-    r"|写(?:一个|一段|一条|个|一下)?(?:提交信息|提交说明|commit ?message|邮件|发布说明)", re.I)
+    r"|写(?:一个|一段|一条|个|一下)?(?:提交信息|提交说明|commit ?message|邮件|发布说明)"
+    r"|(?:commit ?message|コミットメッセージ|PR ?(?:説明|本文|の説明)|プルリク(?:エスト)?の説明)(?:を|に)?[^。？\n]{0,20}?"
+    r"(?:作って|書いて|考えて|作成して)", re.I)
+# A request for a write-up of what happened ("make a report so the other branches can fix it", "post-mortem"): prose
+# the reply delivers, like a commit message.
+_REPORT_ASK = re.compile(
+    r"\b(?:make|write|create|prepare|give me|draft)(?: (?:me|us))? (?:a |an |the )?(?:short |brief |detailed )?"
+    r"(?:report|post-?mortem|write-?up|summary|explanation|analysis)\b|(?:写|做|给我)(?:一份|一个|个)?(?:报告|总结)"
+    r"|(?:レポート|報告書|まとめ)を?(?:作って|書いて|作成)", re.I)
 # A request to review a plan, a design or a proposal: the review is the deliverable, and what it finds wrong ("the
 # dispatch cannot represent mixed inputs", "potential issues") is about the plan, not a failure of the work.
 _REVIEW_ASK = re.compile(
@@ -150,7 +168,7 @@ _OWN_FAILURE = re.compile(
     r"|weren[’']?t able|were not able|am unable|was unable|were unable|failed to|am not able|did not manage"
     r"|didn[’']?t manage)\b|\bi[’']m (?:unable|not able)\b|(?:hit|reached) (?:the|my|a) (?:(?:\w|-)+ ){0,2}limit"
     r"|ran out of (?:time|budget|iterations|attempts|turns|tokens)|(?:我|我们)(?:暂时|还是|仍然)?(?:无法|没能|未能|不能)"
-    r"|\b(?:não consegui|no pude|n'ai pas pu)\b", re.I)
+    r"|\b(?:não consegui|no pude|n'ai pas pu)\b|できませんでした|失敗しました", re.I)
 # A question about the state of the work itself ("did the tests pass?", "is it deployed?", "what's the status of the
 # deploy?", "成功了吗"): its answer is the work's outcome, so only a claim of success that survives the vetoes resolves
 # it; "Not yet; 3 tests are still red" answers the question and reports the work unfinished.
@@ -271,7 +289,7 @@ _INSTRUCTION = re.compile(r"(?:please )?(?:do not|don[’']t|never)\b", re.I)
 #: looks (``ls``, ``cat``, ``git status``): its success after the last change is the evidence a claim needs.
 _CHECK = re.compile(
     r"(?:^|[\s;&|(/])(?:pytest|py\.test|tox|nox|unittest|jest|vitest|mocha|playwright|cypress|phpunit|rspec"
-    r"|go (?:test|build|vet|run)|cargo (?:test|build|check|run|clippy)|(?:npm|pnpm|yarn|bun)(?: run)? (?:test|build|lint"
+    r"|go (?:test|build|vet|run)|cargo (?:test|build|check|run|clippy)|(?:npm|pnpm|yarn|bun)(?: run)?(?: --?[\w-]+)* (?:test|build|lint"
     r"|check|typecheck|start|dev|e2e)|npx (?:tsc|jest|vitest|eslint|playwright|prisma)|make|cmake|ctest|mvn|mvnw|gradle"
     r"|gradlew|dotnet (?:test|build|run)|tsc|eslint|ruff|mypy|pyright|flake8|pylint|black|node|python[0-9.]*|uv run|deno"
     r"|bash|sh|\./[\w./-]+|curl|wget|http|docker(?: compose)? (?:build|run|up|exec)|kubectl (?:apply|get|rollout)"
@@ -611,7 +629,71 @@ def _harness_cut(msgs: Sequence[Message], after: int | None) -> int | None:
     return next((i for i in range(start, len(msgs)) if harness_error(msgs[i])), None)
 
 
+# The user says the work works, in words of their own: "The ocr results are displayed appropriately", "好了，现在正常了",
+# "OCRが成功して…結果が表示されました", "ya funciona". (A short "works now, thanks" is a closer, ``_until_closer``.)
+_CONFIRMED = re.compile(
+    r"\b(?:(?:it|that|this|everything|all|now it) (?:works?|worked|is working)|works (?:now|perfectly|great|fine|well)"
+    r"|(?:is|are) (?:displayed|shown|working) (?:appropriately|correctly|properly|fine|now)|did the trick"
+    r"|(?:problem|issue|bug|error) (?:is |was )?(?:solved|fixed|gone))\b"
+    r"|成功了|好了|可以了|解决了|正常了|没问题了|生效了|修好了"
+    r"|成功して|成功しました|表示されました|動きました|動いた|直りました|解決しました|うまくいきました"
+    r"|\b(?:ya funciona|funciona (?:bien|perfecto|perfectamente)|funcionó|já funciona|funcionou|resuelto|resolvido)\b",
+    re.I)
+# Doubt in the same message takes the confirmation back: "works, but the upload still fails", "好了，但是…".
+_DOUBT = re.compile(r"\b(?:but|still|however|except|not|isn'?t|doesn'?t|didn'?t|again|only)\b|但是|不过|还是|仍然|只是"
+                    r"|不[行能对]|没有|ない|ません|けど|\b(?:pero|todav[ií]a|mas|ainda)\b", re.I)
+_WHY = re.compile(r"\b(?:why|cause|conjecture|post-?mortem|what happened|how come)\b|为什么|原因|なぜ|どうして", re.I)
+# "why did it break *before*?" looks back at the fixed problem; "why does the upload fail?" reports a new one.
+_STILL = re.compile(r"\b(?:still|again|anymore|keeps?)\b|还是|仍然|又|依然|まだ|また", re.I)
+_BEFORE = re.compile(r"\b(?:before|earlier|in the first place|originally|previously|at first|happen(?:e)?d)\b"
+                     r"|之前|以前|原来|当初|最初|前は|さっき|していた|だった", re.I)
+
+
+def _asks_for_words(text: str) -> bool:
+    """An ask whose deliverable is the reply itself: a question, an explanation, a text or a report; not work, not a
+    new problem ("why did it break?" after the fix asks for an explanation, not a fix)."""
+    prose = " ".join(_prose(text).split())
+    if not prose or _AND_WORK.search(prose) or _STATUS_ASK.search(prose):
+        return False
+    words = bool(_TEXT_ASK.search(prose) or _REPORT_ASK.search(prose))
+    polite = re.sub(r"^(?:please|pls|kindly)\b\s*|^请(?=告诉|解释|说明)", "", prose, flags=re.I)  # "Please tell me why …"
+    if not (words or _INFO_ASK.search(prose)) or (_WORK_REQUEST.search(polite) and not words):
+        return False
+    looks_back = bool(_WHY.search(prose) and _BEFORE.search(prose) and not _STILL.search(prose))
+    return looks_back or not (_PROBLEM.search(prose) or _USER_UNHAPPY.search(prose))
+
+
+def _confirmed(msgs: Sequence[Message]) -> int | None:
+    """Index of the user's confirmation that the work works, when everything the user asked after it (and the rest
+    of that message) asks only for words, and nothing after it failed or changed a file: the explanation, report or
+    commit message that follows cannot undo what the user saw working."""
+    for i in range(len(msgs) - 1, -1, -1):
+        m = msgs[i]
+        if _kind(m) is None:
+            continue
+        text = " ".join(_prose(m.content).split())
+        sentences = _sentences(re.sub(r"\bnot only\b(.*?)\bbut also\b", r"\1 and", text, flags=re.I))
+        # "部署成功了吗？" asks whether it works; only a statement confirms
+        said = [s for s in sentences if _CONFIRMED.search(s) and not s.endswith(("?", "？"))
+                and not _STATUS_ASK.search(s) and not re.search(r"[吗嗎][\s。！!]*$", s)]
+        if said and not any(_DOUBT.search(s) for s in said) \
+                and all(_asks_for_words(s) or _is_ack(s) for s in sentences if s not in said):
+            after = msgs[i + 1:]
+            _ran, unfixed = _tool_signal(after)
+            if unfixed or any(t.action not in ("read", "created") for t in file_touches(after)):
+                return None
+            return i
+        if _kind(m) == "ack" or _asks_for_words(m.content):
+            continue
+        return None
+    return None
+
+
 def _judge(msgs: list[Message]) -> EndVerdict:
+    confirmed = _confirmed(msgs)
+    if confirmed is not None and any(m.role == "assistant" for m in msgs[:confirmed]):
+        return _verdict("resolved", "the user confirmed the work, and after that asked only for answers", msgs,
+                        confirmed)
     last_turn = last_ask = None
     for i, m in enumerate(msgs):  # the last ask, or an ack that hands the turn back ("continue", "yes")
         kind = _kind(m)

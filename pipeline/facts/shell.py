@@ -42,6 +42,9 @@ _OUT_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>"})
 _IN_REDIRECTS = frozenset({"<", "<<", "<<<", ">&", "<&", "<<-"})
 _WRAPPERS = frozenset({"sudo", "env", "time", "nohup", "command", "exec", "builtin"})
 _SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
+_WINDOWS_SHELLS = frozenset({"pwsh", "powershell", "cmd"})
+_NAME_CHAR = re.compile(r"[^\W_]|_")
+_RUN_FLAGS = frozenset({"-command", "-c", "/c", "/k"})
 _NOT_FILES = ("/dev/", "/proc/")
 #: Folders that macOS shows as one item: copying or installing an app is not writing a file.
 _BUNDLE = re.compile(r"\.(?:app|framework|bundle|kext|plugin|xcodeproj|xcworkspace|xcassets|lproj|dSYM)$")
@@ -92,6 +95,8 @@ def normalise_path(path: str, cwd: str | None, base: str | None = None, *, liter
         return None
     if "$" in path and (not literal or _EXPANSION.search(path)):
         return None
+    if not _NAME_CHAR.search(posixpath.basename(path.rstrip("/")) or path):
+        return None  # "+", "=", "->": an operator whose quotes shlex dropped (``'>' + $_`` in PowerShell), no name
     cwd = forward_slashes(cwd) if cwd else cwd
     base = forward_slashes(base) if base else base
     home = home_of(cwd)
@@ -340,5 +345,12 @@ def command_text(args: dict[str, Any] | str) -> str | None:
         parts = [str(p) for p in cmd]
         if len(parts) >= 3 and posixpath.basename(parts[0]) in _SHELLS and parts[1].startswith("-"):
             return parts[2]
+        # Codex on Windows: ["pwsh.exe", "-NoLogo", "-NoProfile", "-Command", "Get-Content a.ts"] runs the last part;
+        # joined with quotes it is no command anyone typed.
+        exe = posixpath.basename(forward_slashes(parts[0])).lower().removesuffix(".exe")
+        if exe in _WINDOWS_SHELLS:
+            flag = next((i for i, p in enumerate(parts[1:-1], 1) if p.lower() in _RUN_FLAGS), None)
+            if flag is not None and flag == len(parts) - 2:
+                return parts[-1]
         return shlex.join(parts)
     return cmd.strip() if isinstance(cmd, str) and cmd.strip() else None

@@ -116,6 +116,22 @@ _LABELS = {
            "pasted": "Pasted output: ", "ran": "Ran: "},
     "zh": {"files": "改动文件：", "continued": "继续之前的工作", "none": "（未记录到用户请求）", "pasted": "粘贴的输出：",
            "ran": "执行：", },
+    "ja": {"files": "変更したファイル：", "continued": "前回の作業の続き", "none": "（依頼の記録なし）",
+           "pasted": "貼り付けられた出力：", "ran": "実行：", },
+    "ko": {"files": "변경한 파일: ", "continued": "이전 작업 계속", "none": "(기록된 요청 없음)", "pasted": "붙여넣은 출력: ",
+           "ran": "실행: "},
+    "es": {"files": "Archivos modificados: ", "continued": "Continuación del trabajo anterior",
+           "none": "(no se registró ningún pedido)", "pasted": "Salida pegada: ", "ran": "Ejecutado: "},
+    "pt": {"files": "Arquivos alterados: ", "continued": "Continuação do trabalho anterior",
+           "none": "(nenhum pedido registrado)", "pasted": "Saída colada: ", "ran": "Executado: "},
+    "fr": {"files": "Fichiers modifiés : ", "continued": "Suite du travail précédent", "none": "(aucune demande enregistrée)",
+           "pasted": "Sortie collée : ", "ran": "Exécuté : "},
+    "de": {"files": "Geänderte Dateien: ", "continued": "Fortsetzung der vorherigen Arbeit",
+           "none": "(keine Anfrage aufgezeichnet)", "pasted": "Eingefügte Ausgabe: ", "ran": "Ausgeführt: "},
+    "it": {"files": "File modificati: ", "continued": "Continuazione del lavoro precedente",
+           "none": "(nessuna richiesta registrata)", "pasted": "Output incollato: ", "ran": "Eseguito: "},
+    "ru": {"files": "Изменённые файлы: ", "continued": "Продолжение предыдущей работы", "none": "(запрос не записан)",
+           "pasted": "Вставленный вывод: ", "ran": "Выполнено: "},
 }
 #: Commands that only look (list, read, search, report status): what a phase *did* is in the others.
 _LOOK_ONLY = re.compile(
@@ -411,7 +427,7 @@ def _done_text(msgs: list[Message], cwd: str | None, lang: str) -> str:
         said = [*list(dict.fromkeys(e for e in earlier if e not in said))[-EARLIER_ACTIONS:], *said]
     changed = [t.path for t in file_touches(msgs, cwd) if t.action not in ("read", "deleted") and not is_scratch(t.path)]
     changed = [p for p in changed if not p.startswith(("/", "~")) or _quoted(p, msgs)]
-    sep, stop = ("、", "。") if lang == "zh" else (", ", ".")
+    sep, stop = ("、", "。") if lang in ("zh", "ja") else (", ", ".")
     if changed:
         # Each list ends like a sentence: the phase text joins its parts with spaces.
         said.append(_LABELS.get(lang, _LABELS["en"])["files"] + sep.join(changed[:8]) + stop)
