@@ -1208,3 +1208,15 @@ def test_what_a_check_cannot_prove_is_no_failure_of_the_work() -> None:
     reply = "`make test` — all three pass, exit 0. It cannot prove the source didn't stop early; that limit is in DECISIONS.md."
     assert _verdict(u("run make test"), a(reply)).reason != "the final reply says it could not be done"
     assert _verdict(u("deploy it"), a("I cannot reach the server, so nothing was deployed.")).state != "resolved"
+
+
+def test_an_ask_the_editor_wrote_is_no_evidence_of_the_users_language() -> None:
+    """Cursor's Bugbot sends its English finding as the user's message ("Verify this issue exists and fix it: …"):
+    still an ask, but a Spanish user's session stays Spanish."""
+    bugbot = ("Verify this issue exists and fix it:\nThe handleResizeStart useCallback dependency array is incomplete. "
+              "The callback calls getCurrentDimensions() which depends on positions, customWidth and customHeight, so "
+              "a stale closure reads old values after the panel is resized by the user more than once.")
+    s = sess(u("el carrito se ve solapado en la segunda captura"), a("Lo reviso."), u(bugbot), a("Fixed."),
+             u("sigue sin funcionar, aparece en cualquier lado"))
+    assert derive_facts(s).language == "es"
+    assert user_asks([u(bugbot)])

@@ -188,11 +188,18 @@ def _bracket_end(text: str) -> int:
     return 0
 
 
+# An ask the editor wrote for the user: Cursor's Bugbot "Fix in Chat" sends its English finding as the user's
+# message. It is an ask (the user clicked it), but its words say nothing of the user's language.
+_EDITOR_ASK = ("Verify this issue exists and fix it:",)
+
+
 def typed_by_user(msg: Message) -> bool:
     """A user-role message the person typed: not a carrier, harness scaffolding (compaction summaries,
-    task notifications, command echoes, injected instructions), an IDE's tool notice or a harness error line."""
+    task notifications, command echoes, injected instructions), an IDE's tool notice, an ask the editor wrote
+    (``_EDITOR_ASK``) or a harness error line."""
+    text = msg.content.lstrip()
     return (msg.role == "user" and not msg.is_carrier and not harness_error(msg)
-            and not msg.content.lstrip().startswith(_HARNESS) and not _NOTICE.match(msg.content.lstrip()))
+            and not text.startswith(_HARNESS) and not text.startswith(_EDITOR_ASK) and not _NOTICE.match(text))
 
 
 def _kind(msg: Message) -> str | None:
