@@ -1220,3 +1220,13 @@ def test_an_ask_the_editor_wrote_is_no_evidence_of_the_users_language() -> None:
              u("sigue sin funcionar, aparece en cualquier lado"))
     assert derive_facts(s).language == "es"
     assert user_asks([u(bugbot)])
+
+
+def test_a_contrast_that_draws_a_line_reports_no_problem() -> None:
+    """"flags one domain with many identities, but not one identity across domains" says what the check covers;
+    "the page loads, but the images are not shown" reports a problem."""
+    from pipeline.facts.endstate import reported_problem
+
+    assert reported_problem("`needs_review` flags a domain carrying many identities, but not one identity spanning "
+                            "many domains.") is None
+    assert reported_problem("The page loads, but the images are not shown.") is not None
