@@ -1188,7 +1188,8 @@ def test_the_users_own_confirmation_then_only_questions_is_resolved() -> None:
                   [u("It works on mock mode but real images still fail.")],  # doubt
                   [u("it works now"), a("Great."), u("it broke again after the restart")],  # a later complaint
                   [u("it works now"), u("why does it still fail the way it did before?")],  # still failing
-                  [ok, a("Let me add a test."), *run("t", "pytest", "1 failed", 1)]):  # a failure after it
+                  [ok, a("Let me add a test."), *run("t", "pytest", "1 failed", 1)],  # a failure after it
+                  [a("请重启服务后再试。"), u("好了")]):  # "done": the user did the step, nobody saw it work
         assert _verdict(*fix, *later).state != "resolved", later[0].content
 
 

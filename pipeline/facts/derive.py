@@ -558,7 +558,7 @@ def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source:
                 ops = _call_ops(call, result)
                 for op in ops:
                     out.add(*op)
-                if not ops and (shown := _unnamed_write(call, result, out.result(), messages, at)):
+                if not ops and (shown := _unnamed_write(call, result, out, messages, at)):
                     out.add(shown, "modified", call.name)
                 for op in scripts.follow(call, result):
                     out.add(*op)
@@ -603,7 +603,7 @@ _FENCE_EXTS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _unnamed_write(call: ToolCall, result: Message | None, touched: Sequence[FileTouch], messages: Sequence[Message],
+def _unnamed_write(call: ToolCall, result: Message | None, touched: _Touches, messages: Sequence[Message],
                    at: int) -> str | None:
     """The file of a change tool's call that names none, whose result is the new code in one fence: how a VS Code
     Copilot export (SpecStory) shows ``copilot_applyPatch``. The file is one the session read before, of the fence's
@@ -615,7 +615,8 @@ def _unnamed_write(call: ToolCall, result: Message | None, touched: Sequence[Fil
     exts = _FENCE_EXTS.get(block.group(1).strip().lower())
     if not exts:
         return None
-    reads = list(dict.fromkeys(t.path for t in touched if t.path.rsplit(".", 1)[-1].lower() in exts))
+    # the touches so far are listed only here, past the cheap checks: most calls that change nothing stop above
+    reads = list(dict.fromkeys(t.path for t in touched.result() if t.path.rsplit(".", 1)[-1].lower() in exts))
     if len(reads) > 1:
         after = next((n.content for n in messages[at + 1:] if n.role in ("assistant", "user") and n.content.strip()), "")
         reads = [r for r in reads if _says_name(after, posixpath.basename(r))]

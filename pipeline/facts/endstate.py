@@ -641,7 +641,8 @@ _CONFIRMED = re.compile(
     r"\b(?:(?:it|that|this|everything|all|now it) (?:works?|worked|is working)|works (?:now|perfectly|great|fine|well)"
     r"|(?:is|are) (?:displayed|shown|working) (?:appropriately|correctly|properly|fine|now)|did the trick"
     r"|(?:problem|issue|bug|error) (?:is |was )?(?:solved|fixed|gone))\b"
-    r"|成功了|好了|可以了|解决了|正常了|没问题了|生效了|修好了"
+    # (not a bare "好了": "done" after a step handed to the user says the user did it, not that it worked)
+    r"|成功了|可以了|解决了|正常了|没问题了|生效了|修好了"
     r"|成功して|成功しました|表示されました|動きました|動いた|直りました|解決しました|うまくいきました"
     r"|\b(?:ya funciona|funciona (?:bien|perfecto|perfectamente)|funcionó|já funciona|funcionou|resuelto|resolvido)\b",
     re.I)
