@@ -1197,6 +1197,7 @@ def test_japanese_claims_and_failures_count_as_english_ones_do() -> None:
     """"ビルドが成功しました" claims, "失敗しました" reports failure, "まだ動きません" complains; "npm run --silent build"
     is a build."""
     assert _verdict(u("型エラーを直して"), a("修正しました。ビルドが成功しました。")).state == "resolved"
+    assert _verdict(u("コマンドでプッシュして"), a("`.specstory`ディレクトリをgitコマンドでプッシュしました。")).state == "resolved"
     assert _verdict(u("型エラーを直して"), a("ビルドに失敗しました。")).state != "resolved"
     assert _verdict(u("型エラーを直して"), a("修正しました。"), u("まだ動きません")).state != "resolved"
     from pipeline.facts.endstate import _CHECK
@@ -1231,3 +1232,11 @@ def test_a_contrast_that_draws_a_line_reports_no_problem() -> None:
     assert reported_problem("`needs_review` flags a domain carrying many identities, but not one identity spanning "
                             "many domains.") is None
     assert reported_problem("The page loads, but the images are not shown.") is not None
+
+
+def test_a_zero_count_of_issues_reports_no_problem() -> None:
+    """"All tests pass and the linter reports 0 issues." is a clean result; "the linter reports 3 issues" is not."""
+    from pipeline.facts.endstate import reported_problem
+
+    assert reported_problem("All tests pass and the linter reports 0 issues.") is None
+    assert reported_problem("The linter reports 3 issues in cli.go.") is not None

@@ -72,7 +72,8 @@ _DONE = re.compile(
     r"|已(?:经)?(?:推送|合并|实现|解决)|(?:推送|合并)成功|成功(?:推送|合并)"
     r"|(?:我|我们)(?:已经|已)[^。！？\n]{0,40}?(?:修改|替换|更新|添加|删除|移除|改|实现|完成|修复|创建|调整|重构)"
     # Japanese: "ビルドが成功しました", "修正しました", "エラーは解消済みです", "対応完了"
-    r"|(?:完了|成功|修正|解消|対応|追加|更新|削除|実装|作成|変更|反映)(?:しました|いたしました|済み|完了)"
+    r"|(?:完了|成功|修正|解消|対応|追加|更新|削除|実装|作成|変更|反映|プッシュ|コミット|マージ|デプロイ|インストール|保存|設定"
+    r"|適用|生成|移動|置換|統合|導入|整理|書き換え|書き直し)(?:しました|いたしました|済み|完了)"
     # pt/es/fr/de: the session's own language, since replies follow the user
     r"|\b(?:conclu[íi]d[oa]s?|resolvid[oa]s?|corrigid[oa]s?|com sucesso|resuelt[oa]s?|corregid[oa]s?|con éxito"
     r"|terminé|corrigée?s?|résolue?s?|erledigt|behoben|gelöst)\b", re.I)
@@ -245,7 +246,8 @@ _PROBLEM_REPORT = re.compile(
     r"\b(?:i[’']?m (?:encountering|seeing|getting|hitting|running into|having)|i am (?:encountering|seeing|getting"
     r"|hitting|running into|having)|ran into|running into|encountered|there[’']?s|there (?:is|are|was|were|seems to be"
     r"|appears to be)|shows?|showing|found|returned|reports?)"
-    r" (?:(?:some|an?|one|a few|several|two|three|[1-9]\d*) )?(?:(?!no\b|zero\b)[\w-]+ )?(?:issues?|problems?|errors?|bugs?)\b"
+    # ("the linter reports 0 issues" is a clean result: a zero count reports nothing)
+    r" (?:(?:some|an?|one|a few|several|two|three|[1-9]\d*) )?(?:(?!no\b|zero\b|0\b)[\w-]+ )?(?:issues?|problems?|errors?|bugs?)\b"
     r"|\b(?:not|n[’']t|never) (?:been |yet )?(?:available|found|extracted|detected|present|supported|exist\w*"
     r"|appear\w*|recogni[sz]ed|generated|saved|loaded|advanced|transitioned)\b"
     r"|\b(?:is|are|was|were|seems?|looks?|appears?) (?:still |to be |very |quite )?(?:unexpected|unusual|strange|odd"
