@@ -43,7 +43,7 @@ _IN_REDIRECTS = frozenset({"<", "<<", "<<<", ">&", "<&", "<<-"})
 _WRAPPERS = frozenset({"sudo", "env", "time", "nohup", "command", "exec", "builtin"})
 _SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
 _WINDOWS_SHELLS = frozenset({"pwsh", "powershell", "cmd"})
-_NAME_CHAR = re.compile(r"[^\W_]|_")
+_NAME_CHAR = re.compile(r"\w")
 _RUN_FLAGS = frozenset({"-command", "-c", "/c", "/k"})
 _NOT_FILES = ("/dev/", "/proc/")
 #: Folders that macOS shows as one item: copying or installing an app is not writing a file.

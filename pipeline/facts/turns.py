@@ -155,7 +155,7 @@ _SKILL_INVOKED = re.compile(r'\[IMPORTANT: The user (?:has invoked|launched this
 def user_words(text: str) -> str:
     """What the user typed in a user-role message, without the scaffolding Hermes puts around it: a skill's
     text and its invocation notice, and the bracketed ``[IMPORTANT: …]`` notices before it. A skill run with no
-    instruction is the skill's name (``/name``)."""
+    instruction asks for what the skill does (``_skill_ask``)."""
     if "[IMPORTANT: " not in text and _SKILL_INSTRUCTION not in text:
         return text
     invoked = _SKILL_INVOKED.search(text)
