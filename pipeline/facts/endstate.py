@@ -480,6 +480,14 @@ def _cut_off(tail: Sequence[Message], final: str) -> bool:
     return text.endswith((":", "：")) or bool(sentences and _NEXT_STEP.search(sentences[-1]))
 
 
+def _only_words(prose: str, words: bool, polite: str) -> bool:
+    """The ask wants an answer (``_INFO_ASK``) or a text (``words``) and no work: no request for work unless the text is
+    the work asked for (``polite``: the ask with a leading "please" the caller may have dropped), no "… and then fix
+    it", no question about the state of the work (its answer is the work's outcome)."""
+    return (bool(words or _INFO_ASK.search(prose)) and not (_WORK_REQUEST.search(polite) and not words)
+            and not _AND_WORK.search(prose) and not _STATUS_ASK.search(prose))
+
+
 def _answered(ask: str, tail: Sequence[Message]) -> str | None:
     """"question", "text" or "review" when the last ask was a question or a request for information, for a text
     the reply delivers (``_TEXT_ASK``) or for a review of a plan (``_is_review``), not a problem report nor a request
@@ -490,8 +498,7 @@ def _answered(ask: str, tail: Sequence[Message]) -> str | None:
     review = bool(prose) and _is_review(prose)
     if review:
         pass  # a review is asked for its findings, "potential issues" included
-    elif not (text or (prose and _INFO_ASK.search(prose))) or (_WORK_REQUEST.search(prose) and not text) \
-            or _PROBLEM.search(prose) or _AND_WORK.search(prose) or _STATUS_ASK.search(prose):
+    elif not _only_words(prose, text, prose) or _PROBLEM.search(prose):
         return None  # "explain the flow and then fix the handler" asks for work as well as an answer
     replies = _replies(tail)
     if not replies or _announces(replies[-1]):
@@ -662,11 +669,9 @@ def _asks_for_words(text: str) -> bool:
     """An ask whose deliverable is the reply itself: a question, an explanation, a text or a report; not work, not a
     new problem ("why did it break?" after the fix asks for an explanation, not a fix)."""
     prose = " ".join(_prose(text).split())
-    if not prose or _AND_WORK.search(prose) or _STATUS_ASK.search(prose):
-        return False
     words = bool(_TEXT_ASK.search(prose) or _REPORT_ASK.search(prose))
     polite = re.sub(r"^(?:please|pls|kindly)\b\s*|^请(?=告诉|解释|说明)", "", prose, flags=re.I)  # "Please tell me why …"
-    if not (words or _INFO_ASK.search(prose)) or (_WORK_REQUEST.search(polite) and not words):
+    if not prose or not _only_words(prose, words, polite):
         return False
     looks_back = bool(_WHY.search(prose) and _BEFORE.search(prose) and not _STILL.search(prose))
     return looks_back or not (_PROBLEM.search(prose) or _USER_UNHAPPY.search(prose))
