@@ -406,8 +406,33 @@ def test_a_pasted_log_ask_becomes_a_labelled_excerpt() -> None:
     assert user_asks(msgs, "en")[0].startswith("Pasted output: `mvn clean install` … `[ERROR] Child module")
     assert user_asks(msgs) == [user_asks(msgs)[0]] and "Pasted" not in user_asks(msgs)[0]  # no lang: verbatim
     typed = [Message(role="user", content="为什么构建失败？\n" + paste)]
-    assert user_asks(typed, "zh")[0].startswith("为什么构建失败？")  # typed words: quoted as before, no label
-    assert "粘贴" not in user_asks(typed, "zh")[0]
+    # typed words around the paste are the ask; the paste is labelled (issue 15: not 300 characters of log)
+    assert user_asks(typed, "zh") == [
+        "为什么构建失败？ 粘贴的输出：`mvn clean install` … `[ERROR] Child module C:\\Users\\ana\\Desktop\\proj\\web of "
+        "C:\\Users\\ana\\Desktop\\proj\\pom.xml does not exi`…"]
+
+
+def test_typed_words_around_a_pasted_block_are_the_ask() -> None:
+    """An English ask that wraps a pasted file or terminal session ("the content follows:") quotes what the user typed,
+    before and after, and labels the paste: a Japanese .env comment or a container log is not what was asked (it read
+    as the note's language too)."""
+    env = ("My backend/.env file content follows. Please check it.\n\n# バックエンド環境変数テンプレート\n"
+           "# このファイルをコピーして .env ファイルを作成してください\nOPENAI_API_KEY=[REDACTED]\nMOCK_OCR=1\n\n"
+           "# サーバー設定\nPORT=8080\nNODE_ENV=development")
+    assert user_asks([Message(role="user", content=env)], "en") == [
+        "My backend/.env file content follows. Please check it. Pasted output: `# バックエンド環境変数テンプレート`"]
+    log = ("I isolated OpenAI as the culprit and the result follows:\n"
+           "PS C:\\app\\backend> docker-compose restart backend\n[+] Restarting 1/1\n"
+           "backend  | > nodemon --exec ts-node src/index.ts\nbackend  | [nodemon] 3.1.10\n\nWhy does it still time out?")
+    assert user_asks([Message(role="user", content=log)], "en") == [
+        "I isolated OpenAI as the culprit and the result follows: Why does it still time out? "
+        "Pasted output: `PS C:\\app\\backend> docker-compose restart backend`"]
+    # A snippet typed into the ask, a typed list of requests: the ask as written.
+    snippet = "Implement try catch finally in Program.cs with finally\n{\n  NLog.LogManager.Shutdown();\n}"
+    assert user_asks([Message(role="user", content=snippet)], "en") == [
+        "Implement try catch finally in Program.cs with finally NLog.LogManager.Shutdown();"]
+    todo = "Please do the following:\n1. Add a dark mode toggle\n2. Fix the login redirect\n- Update the README badges"
+    assert "Pasted" not in user_asks([Message(role="user", content=todo)], "en")[0]
 
 
 # --------------------------------------------------------------------------- end state: evidence and vetoes
