@@ -730,6 +730,41 @@ def test_a_claim_after_a_code_change_nothing_ran_on_is_unknown() -> None:
     assert end(ask, *edit, claim, u("thanks, that's all")) == "resolved"
 
 
+
+def test_a_commit_whose_hooks_ran_the_checks_is_a_check() -> None:
+    """A commit made through lint-staged/husky hooks that ran the linter and type checker, and npm scripts named with
+    options or a suffix (``npm --prefix "d:/app" run type-check``): each is a check after the last change (both seen
+    on new Claude Code and Cursor sessions that ended on a commit or a type check)."""
+    ask, claim = u("提交这次修改"), a("提交成功：\n\n```\nfix: reduce padding\n```")
+    edit = _tool("e", "patch", path="web/Right.tsx", old_string="p-6", new_string="px-4 py-6")
+    hooks = ("[STARTED] eslint --fix\n[COMPLETED] eslint --fix\n> turbo run typecheck:preview\n Tasks: 2 successful\n"
+             "[fix/padding 3070ee1188] fix: reduce padding\n 1 file changed")
+    assert end(ask, *edit, *run("1", "git add web/Right.tsx && git commit -m 'fix: reduce padding'", hooks, 0),
+               claim) == "resolved"
+    # no hook ran a check (a formatter only), the hooks were skipped, or no commit was made: nothing checked the change
+    fmt = "[STARTED] prettier --write\n[COMPLETED] prettier --write\n[main 1a2b3c4] fix: eslint config\n"
+    assert end(ask, *edit, *run("2", "git commit -m 'fix: eslint config'", fmt, 0), claim) == "unknown"
+    assert end(ask, *edit, *run("3", "git commit --no-verify -m x", hooks, 0), claim) == "unknown"
+    assert end(ask, *edit, *run("4", "git commit -m x", "✖ eslint found 2 errors\nhusky - pre-commit hook exited", 1),
+               claim) != "resolved"
+    claim = a("已修复 `GlobalHeader.vue` 中的错误，`npm run type-check` 已通过。")
+    for command in ('npm --prefix "d:/x y/app" run type-check', "pnpm --filter @a/web test:unit", "npm run build:prod"):
+        assert end(u("修复错误"), *edit, *run("5", command, "> vue-tsc --build", 0), claim) == "resolved", command
+    assert end(u("修复错误"), *edit, *run("6", "npm --prefix app install", "added 3 packages", 0), claim) == "unknown"
+
+
+def test_the_answer_to_what_was_the_issue_names_the_issue_and_fails_nothing() -> None:
+    """"What was the issue with task-master?" after the work is done is answered by naming the issue; that answer
+    reports no failure of the work (a new SpecStory session ended so, then "Ok thanks")."""
+    work = (u("set up the roadmap tasks in task-master"), a("Done. Both tasks are in task-master and listed."))
+    answer = a("Two issues with task-master v0.37.1: the schema did not match and the tag was missing, so it failed.")
+    assert end(*work, u("Question: what was the issue with task-master?"), answer, u("Ok thanks")) == "resolved"
+    assert end(*work, u("what went wrong before?"), answer) == "resolved"
+    # a problem that is still there is no account of the past
+    assert end(*work, u("why does it still fail?"), answer) != "resolved"
+    assert end(*work, u("what is the issue now? it is broken"), answer) != "resolved"
+
+
 def test_a_one_line_program_checks_a_change_only_when_it_reaches_the_project() -> None:
     """``python -c "import pandas"`` after an edit to ``app/services/stats.py`` proves nothing about the edit (seen
     on an unseen Cursor export that then claimed the user's error resolved); one that imports the module does."""

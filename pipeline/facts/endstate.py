@@ -48,7 +48,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pipeline.facts.derive import COMMAND_TOOLS, call_command, file_touches, result_failed
+from pipeline.facts.derive import COMMAND_TOOLS, call_command, file_touches, parse_result, result_failed
 from pipeline.facts.turns import (
     _ack_role,
     _is_ack,
@@ -68,8 +68,8 @@ _DONE = re.compile(
     r"committed|pushed|merged|"
     r"(?:all )?(?:\d+ )?tests? (?:now )?pass(?:es|ed|ing)?|works now|now works|finished)\b"
     r"|已完成|完成了|已修复|修复了|搞定|已提交|已创建|已添加|已更新|已删除|已移除|已修改|已替换|测试通过|全部通过"
-    # the Chinese of "pushed", "merged", "implemented", "resolved" above
-    r"|已(?:经)?(?:推送|合并|实现|解决)|(?:推送|合并)成功|成功(?:推送|合并)"
+    # the Chinese of "pushed", "merged", "committed", "implemented", "resolved" above
+    r"|已(?:经)?(?:推送|合并|实现|解决)|(?:推送|合并|提交)成功|成功(?:推送|合并|提交)"
     r"|(?:我|我们)(?:已经|已)[^。！？\n]{0,40}?(?:修改|替换|更新|添加|删除|移除|改|实现|完成|修复|创建|调整|重构)"
     # Japanese: "ビルドが成功しました", "修正しました", "エラーは解消済みです", "対応完了"
     r"|(?:完了|成功|修正|解消|対応|追加|更新|削除|実装|作成|変更|反映|プッシュ|コミット|マージ|デプロイ|インストール|保存|設定"
@@ -290,8 +290,8 @@ _INSTRUCTION = re.compile(r"(?:please )?(?:do not|don[’']t|never)\b", re.I)
 #: looks (``ls``, ``cat``, ``git status``): its success after the last change is the evidence a claim needs.
 _CHECK = re.compile(
     r"(?:^|[\s;&|(/])(?:pytest|py\.test|tox|nox|unittest|jest|vitest|mocha|playwright|cypress|phpunit|rspec"
-    r"|go (?:test|build|vet|run)|cargo (?:test|build|check|run|clippy)|(?:npm|pnpm|yarn|bun)(?: run)?(?: --?[\w-]+)* (?:test|build|lint"
-    r"|check|typecheck|start|dev|e2e)|npx (?:tsc|jest|vitest|eslint|playwright|prisma)|make|cmake|ctest|mvn|mvnw|gradle"
+    r"|go (?:test|build|vet|run)|cargo (?:test|build|check|run|clippy)|(?:npm|pnpm|yarn|bun)(?: --?(?:prefix|dir|cwd|filter|workspace|C|w)[= ]\S+| --?[\w-]+(?:[= ](?:\"[^\"]*\"|'[^']*'))?)*(?: run)?(?: --?[\w-]+)* (?:test|build|lint"
+    r"|check|typecheck|type-check|start|dev|e2e)(?::[\w:-]+)?|npx (?:tsc|jest|vitest|eslint|playwright|prisma)|make|cmake|ctest|mvn|mvnw|gradle"
     r"|gradlew|dotnet (?:test|build|run)|tsc|eslint|ruff|mypy|pyright|flake8|pylint|black|node|python[0-9.]*|uv run|deno"
     r"|bash|sh|\./[\w./-]+|curl|wget|http|docker(?: compose)? (?:build|run|up|exec)|kubectl (?:apply|get|rollout)"
     r"|terraform (?:plan|validate|apply)|swift (?:build|test)|xcodebuild|php|ruby|bundle exec|mix (?:test|compile)"
@@ -331,6 +331,9 @@ def _unchecked_source_change(msgs: Sequence[Message]) -> bool:
             if name in _CODE_RUN_TOOLS:
                 return False
             command = (call_command(call.arguments, result) or "") if name in COMMAND_TOOLS else ""
+            if _checked_commit(command, result):
+                return False
+            command = _MESSAGE_ARG.sub(" ", command)  # "git commit -m 'make pytest pass'" runs no pytest
             if not _CHECK.search(command):
                 continue
             if _INLINE_CODE.search(command):
@@ -340,6 +343,29 @@ def _unchecked_source_change(msgs: Sequence[Message]) -> bool:
                     continue
             return False
     return True
+
+
+#: A commit's hooks (lint-staged, husky, pre-commit) that ran the project's checks: a linter or type checker by name,
+#: or pre-commit's "ruff.......Passed" lines. A formatter alone (prettier) checks nothing.
+_HOOK_CHECK = re.compile(r"(?<![\w-])(?:eslint|tsc|tsgo|vue-tsc|typecheck(?::[\w-]+)?|type-check|pytest|mypy|ruff|jest|vitest"
+                         r"|clippy|flake8|pylint|golangci-lint|biome)(?![\w-])|\.{4,}\s*Passed\b")
+#: A commit or tag message given on the command line: words, not a command.
+_MESSAGE_ARG = re.compile(r"""\s(?:-m|--message)(?:\s*|=)(?:"(?:[^"\\]|\\.)*"|'[^']*')""")
+#: The line git prints for a commit it made: "[main 3070ee1] fix: …".
+_COMMITTED = re.compile(r"^\[[^\]\s]+(?: \(root-commit\))? [0-9a-f]{7,}\] ", re.M)
+
+
+def _checked_commit(command: str, result: Message) -> bool:
+    """A ``git commit`` that was made (git printed its "[branch hash]" line) after its hooks ran the project's checks
+    (``_HOOK_CHECK``, outside that line, which quotes the message): the checks passed, or there would be no commit."""
+    if not re.search(r"\bgit\b[^;&|\n]*\bcommit\b", command) or re.search(r"--no-verify|\s-n\b", command):
+        return False
+    parsed = parse_result(result)
+    output = parsed.get("output") if parsed is not None else result.content
+    if not isinstance(output, str):
+        return False
+    made = _COMMITTED.search(output)
+    return made is not None and _HOOK_CHECK.search(output, 0, made.start()) is not None
 
 
 def _changed_stems(msgs: Sequence[Message], results: dict[str, Message]) -> set[str]:
@@ -490,15 +516,17 @@ def _only_words(prose: str, words: bool, polite: str) -> bool:
 
 def _answered(ask: str, tail: Sequence[Message]) -> str | None:
     """"question", "text" or "review" when the last ask was a question or a request for information, for a text
-    the reply delivers (``_TEXT_ASK``) or for a review of a plan (``_is_review``), not a problem report nor a request
-    for work, and the agent answered it without setting out to change anything; else None."""
+    the reply delivers (``_TEXT_ASK``) or for a review of a plan (``_is_review``), not a problem report (a question about
+    one already behind, "what was the issue?", is none) nor a request for work, and the agent answered it without
+    setting out to change anything; else None."""
     prose = " ".join(_prose(ask).split())
     # "write a commit message and push": the text is only part of what was asked
     text = bool(prose) and _TEXT_ASK.search(prose) is not None and not _AND_WORK.search(prose)
     review = bool(prose) and _is_review(prose)
     if review:
         pass  # a review is asked for its findings, "potential issues" included
-    elif not _only_words(prose, text, prose) or _PROBLEM.search(prose):
+    elif not _only_words(prose, text, prose) or (
+            _PROBLEM.search(prose) and not (_WAS_WRONG.search(prose) and not _STILL.search(prose))):
         return None  # "explain the flow and then fix the handler" asks for work as well as an answer
     replies = _replies(tail)
     if not replies or _announces(replies[-1]):
@@ -673,8 +701,19 @@ def _asks_for_words(text: str) -> bool:
     polite = re.sub(r"^(?:please|pls|kindly)\b\s*|^请(?=告诉|解释|说明)", "", prose, flags=re.I)  # "Please tell me why …"
     if not prose or not _only_words(prose, words, polite):
         return False
-    looks_back = bool(_WHY.search(prose) and _BEFORE.search(prose) and not _STILL.search(prose))
-    return looks_back or not (_PROBLEM.search(prose) or _USER_UNHAPPY.search(prose))
+    return _looks_back(prose) or not (_PROBLEM.search(prose) or _USER_UNHAPPY.search(prose))
+
+
+#: A question about a problem in the past tense: "what was the issue with task-master?", "what went wrong?".
+_WAS_WRONG = re.compile(r"\bwhat (?:was|were) (?:the |that )?(?:\w+ )?(?:issues?|problems?|causes?|bugs?|errors?)\b"
+                        r"|\bwhat went wrong\b|之前(?:是)?什么问题|原来是什么问题|何が(?:問題|原因)だった", re.I)
+
+
+def _looks_back(prose: str) -> bool:
+    """The ask wants an account of a problem already behind ("why did it break before?", "what was the issue?"), not
+    a fix of one that is still there ("why does it still fail?")."""
+    return bool((_WAS_WRONG.search(prose) or (_WHY.search(prose) and _BEFORE.search(prose)))
+                and not _STILL.search(prose))
 
 
 def _confirmed(msgs: Sequence[Message]) -> int | None:
@@ -742,9 +781,12 @@ def _judge(msgs: list[Message]) -> EndVerdict:
         return _verdict("unresolved", "the agent stopped mid-work", msgs, at)
     # A review's findings are about what it reviews: only the agent's own failure counts there.
     review = last_turn == last_ask and _is_review(" ".join(_prose(ask).split()))
-    if (_OWN_FAILURE.search(_prose(final)) is not None) if review else _says_failed(final):
+    # The answer to "what was the issue?" names the issue: an account of the past, not a failure of the work.
+    account = (last_turn == last_ask and _asks_for_words(ask) and _looks_back(" ".join(_prose(ask).split()))
+               and _answered(ask, tail) == "question")
+    if not account and ((_OWN_FAILURE.search(_prose(final)) is not None) if review else _says_failed(final)):
         return _verdict("failed" if unfixed else "unresolved", "the final reply says it could not be done", msgs, at)
-    if _USER_UNHAPPY.search(ask) and not _claims_done(final):
+    if _USER_UNHAPPY.search(ask) and not account and not _claims_done(final):
         return _verdict("unresolved", "the last ask is a complaint the final reply does not answer with a fix",
                         msgs, last_ask)
     if _claims_done(final):
