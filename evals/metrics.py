@@ -207,7 +207,7 @@ def false_success(predicted: str, gold: Gold) -> bool:
 
 # --------------------------------------------------------------------------- faithfulness
 
-_CODE_SPAN = re.compile(r"`([^`\n]{2,200})`")
+_CODE_SPAN = re.compile(r"`([^`\n]{1,200})`")  # one character is a span too (`$`): else the next pairs wrongly
 # A path: has a '/' or '\' between word characters, or ends in a short extension (file.ext).
 # Path characters are word characters minus CJK/kana/hangul/fullwidth: Chinese prose puts no space
 # around a file name ("调整了request.ts中的配置"), and the claim to check there is "request.ts".

@@ -440,6 +440,9 @@ def test_claims_and_grounding() -> None:
     claims = M.claims("Ran `pytest -q` on src/app.py, 48 passed in 3 steps; see https://x.io/a/b")
     assert ("code", "pytest -q") in claims and ("path", "src/app.py") in claims and ("number", "48") in claims
     assert not any(v == "3" for _k, v in claims)
+    # a one-character span is a span: "`$` 的问题——`a.mjs`" pairs `$` and `a.mjs`, not "的问题——"
+    assert [v for k, v in M.claims("修正 `$` 的问题——`compile-runes.mjs` 现在（`use-actor`）。 再执行 `x`") if k == "code"] == [
+        "$", "compile-runes.mjs", "use-actor", "x"]
 
 
 def test_secret_patterns_independent_of_redactor() -> None:

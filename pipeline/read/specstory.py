@@ -34,6 +34,13 @@ _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _SESSION = re.compile(r"<!--\s*(.+?)\s+Session\s+([0-9a-fA-F-]{8,})\s*(?:\((.*?)\))?\s*-->")
 _TITLE = re.compile(r"^#{1,2} (?!SpecStory\s*$)(.+?)(?:\s+\(([^()]*\d{4}[^()]*)\))?\s*$")
 _THINK = re.compile(r"<think>.*?</think>", re.S)
+# Copilot's exports of reasoning models glue the reasoning summary into the reply: its titles as bold runs with no space
+# between them ("**Checking indentation issues****Fixing the method**"), each straight after the last sentence of its
+# text ("…effectively.**Handling existing todo items**"), or one title run into the answer's first word ("**Describing
+# TLOG error**The publish failed…"). Markdown written for a reader puts a space or a line break there.
+_GLUED_TITLES = re.compile(r"^(?P<pre>.*?)(?P<titles>(?:\*\*[^*\n]{2,120}\*\*){2,})(?P<post>.*)$")
+_TITLE_AFTER_SENTENCE = re.compile(r"^(?P<pre>.*[.!?。！？])(?P<titles>\*\*[^*\n\s][^*\n]{1,119}\*\*)(?P<post>.*)$")
+_TITLE_INTO_WORD = re.compile(r"^(?P<pre>)(?P<titles>\*\*[^*\n]{2,120}[^*\n\s:：.]\*\*)(?P<post>[^\W\d_].*)$")
 _TOOL_USE = re.compile(r"<tool-use\b([^>]*)>(.*?)</tool-use>", re.S)
 _ATTR = re.compile(r'data-tool-(\w+)="([^"]*)"')
 _SUMMARY = re.compile(r"<summary>(.*?)</summary>", re.S)
@@ -279,6 +286,52 @@ def _is_only_fences(segment: str) -> bool:
     return not outside
 
 
+#: How a reasoning summary talks: the model planning in the first person, present or future ("I need to be careful",
+#: "I'm planning to", "I'll reference specific files"); an answer reports what was done.
+_PLANNING = re.compile(r"\bI(?:['’]m| am| need| plan| will|['’]ll| should| want| think| could| must)\b|\bLet me\b")
+_TITLE_LINE = re.compile(r"^\*\*[^*\n]{2,120}\*\*\s*$")
+# English planning run into the answer in another script: "…provide clear next steps in Chinese.已在源头修正 Svelte…".
+_INTO_CJK = re.compile(r"^(?P<pre>[\x00-\u024f’“”—–…]*[.!?])(?P<titles>)(?P<post>[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af].*)$")
+
+
+def _glued_reasoning(text: str, copilot: bool) -> tuple[str, str]:
+    """(the reply, the reasoning summary glued into it) for a Copilot reply (``_GLUED_TITLES``): the titles and the
+    text before them on their line are reasoning, the rest of the line is the reply. In a Copilot session
+    (``copilot``), a reply that opens with a title on its own line is a reasoning summary while its paragraphs plan in
+    the first person (``_PLANNING``), and English planning run into an answer in Chinese or Japanese is reasoning.
+    Other text is returned as it is."""
+    if "**" not in text and not copilot:
+        return text, ""
+    kept: list[str] = []
+    thought: list[str] = []
+    paragraphs = text.split("\n\n")
+    if copilot and _TITLE_LINE.match(paragraphs[0]) and len(paragraphs) > 1 and _PLANNING.search(paragraphs[1]):
+        thought.append(paragraphs.pop(0).strip().strip("*"))
+        while paragraphs and _PLANNING.search(paragraphs[0].split("\n")[0]):
+            lines = paragraphs[0].split("\n")
+            while lines and _PLANNING.search(lines[0]):
+                m = _INTO_CJK.match(lines[0])  # the answer may start on the planning's last line
+                if m is not None:
+                    thought.append(m["pre"])
+                    lines[0] = m["post"]
+                    break
+                thought.append(lines.pop(0))
+            if lines:  # the answer starts inside the paragraph ("…in Chinese.已在源头修正", a list after the plan)
+                paragraphs[0] = "\n".join(lines)
+                break
+            paragraphs.pop(0)
+    for line in "\n\n".join(paragraphs).split("\n"):
+        m = _GLUED_TITLES.match(line) or _TITLE_AFTER_SENTENCE.match(line) or _TITLE_INTO_WORD.match(line) or (
+            _INTO_CJK.match(line) if copilot and _PLANNING.search(line) else None)
+        if m is None:
+            kept.append(line)
+            continue
+        thought += [x for x in (m["pre"].strip(), *re.findall(r"\*\*([^*\n]+)\*\*", m["titles"])) if x]
+        if m["post"].strip():
+            kept.append(m["post"])
+    return "\n".join(kept).strip(), "\n".join(thought)
+
+
 def read(path: Path) -> Iterator[Session]:
     text = read_text(path)
     header, blocks = _split_turns(text)
@@ -293,6 +346,8 @@ def read(path: Path) -> Iterator[Session]:
     if title and parse_ts(title) is not None and re.fullmatch(r"[\d\-/: TZ]+", title):
         start, title = start or parse_ts(title), None  # v2 uses the timestamp as the title
     sid = sm.group(2) if sm else stable_id("specstory", title, start, path.name if not title else "")
+    # VS Code Copilot ("vscode Session", "VS Code Copilot IDE Session"): reasoning summaries are glued into replies
+    copilot = bool(sm and re.search(r"vs ?code|copilot", sm.group(1), re.I))
     problems: list[str] = []
     drafts: list[Draft] = []
     models: Counter[str] = Counter()
@@ -314,6 +369,9 @@ def read(path: Path) -> Iterator[Session]:
         for seg in _segments(lines):
             reasoning = "\n".join(t[len("<think>"):-len("</think>")] for t in _THINK.findall(seg))
             seg = _THINK.sub("", seg).strip()
+            if not seg.startswith(("<tool-use", "```")):  # a tool's body is its output, not the reply
+                seg, glued = _glued_reasoning(seg, copilot)
+                reasoning = f"{reasoning}\n{glued}".strip()
             for part in _classify(seg) if seg else []:
                 if isinstance(part, str):
                     if cur is None or cur.tool_calls:
