@@ -1095,6 +1095,33 @@ def test_moving_a_folder_moves_what_the_session_wrote_in_it() -> None:
                    ("moved", "done.txt")]
 
 
+def test_powershell_file_cmdlets_and_a_folders_contents_moved() -> None:
+    """PowerShell's own file cmdlets (Codex and Claude Code on Windows) write, move and remove files as ``mv``/``rm``
+    do, with ``\\`` in their paths; ``Move-Item frontend\\* legacy\\`` (``mv src/* old/``) moves what the session wrote in
+    the folder. A folder moved with nothing written in it is no file (found on a new Codex session on Windows)."""
+    from pipeline.facts.shell import shell_file_ops
+
+    assert shell_file_ops("Move-Item -Path src\\a.ts -Destination lib\\a.ts") == [
+        ("src/a.ts", "deleted", None), ("lib/a.ts", "moved", None)]
+    assert shell_file_ops("Remove-Item -Recurse -Force dist,tmp.txt") == [("dist", "deleted", None), ("tmp.txt", "deleted", None)]
+    assert shell_file_ops("New-Item -ItemType File -Path docs\\notes.md; New-Item -ItemType Directory logs") == [
+        ("docs/notes.md", "created", None)]
+    assert shell_file_ops("New-Item docs -Name x.md -ItemType File") == [("docs/x.md", "created", None)]
+    assert shell_file_ops('"hi" | Out-File -FilePath out.txt -Encoding utf8; Add-Content log.md "x"') == [
+        ("out.txt", "created", None), ("log.md", "modified", None)]
+    assert shell_file_ops("Set-Content -Path config.json -Value '{}'; Get-Content a.ts") == [("config.json", "created", None)]
+    assert shell_file_ops("if [ -f a.txt ]; then mv a.txt b.txt; fi") == [("a.txt", "deleted", None), ("b.txt", "moved", None)]
+    move = ("New-Item -ItemType Directory -Force legacy | Out-Null; "
+            "if (Test-Path frontend\\*) { Move-Item -Force frontend\\* legacy\\ }")
+    got = _touched(("apply_patch", {"input": "*** Begin Patch\n*** Update File: frontend/main.js\n@@\n-a\n+b\n*** End Patch"},
+                    '{"output": "Success.", "exit_code": 0}'),
+                   ("shell", {"command": ["pwsh", "-NoProfile", "-Command", move]}, '{"output": "", "exit_code": 0}'),
+                   ("shell", {"command": "mv web/app/app/services web/app/services"}, '{"output": "", "exit_code": 0}'),
+                   ("shell", {"command": "mv notes/* archive/"}, '{"output": "", "exit_code": 0}'),
+                   cwd="/w/mail")
+    assert got == [("modified", "legacy/main.js")]
+
+
 def test_a_windows_shell_argv_is_the_command_it_runs() -> None:
     """Codex on Windows runs ``["pwsh.exe", "-NoLogo", "-NoProfile", "-Command", "<command>"]``: the command is the last
     part, as the transcript shows it (joined with shell quotes it is text the session never contains)."""

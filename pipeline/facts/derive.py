@@ -119,6 +119,10 @@ def _merge(old: FileAction, new: FileAction) -> FileAction:
     return "modified" if new == "created" else new
 
 
+def _has_extension(path: str) -> bool:
+    return bool(posixpath.splitext(posixpath.basename(path.rstrip("/")))[1])
+
+
 class _Touches:
     """Ordered, deduplicated FileTouch collector."""
 
@@ -134,6 +138,13 @@ class _Touches:
         if not norm:
             return
         removed, self._removed = self._removed, None
+        if action == "moved" and removed is not None and not removed[1]:
+            # ``mv src/app/app/services src/app/services``: a folder the session wrote nothing in (no extension on
+            # either side, never touched as a file) moves no file of the session's work.
+            if not _has_extension(removed[0]) and not _has_extension(norm):
+                self._by_path.pop(removed[0], None)  # nor was anything deleted: it is at its new place
+                return
+            removed = None
         if action == "moved" and removed is not None:
             # ``mv ~/Code/app ~/Code/work/app`` moves a folder: what the session wrote in it lives on at the new
             # place (neither deleted nor listed twice), and the folder itself is no file.
@@ -151,7 +162,8 @@ class _Touches:
                 if under.startswith(norm.rstrip("/") + "/") and touch.action != "read":
                     held[under] = touch
                     self._by_path[under] = FileTouch(path=under, action=_merge(touch.action, "deleted"), tool=tool)
-            self._removed = (norm, held) if held else None
+            # remembered even when it held nothing: a "moved" right after it says whether it was a folder
+            self._removed = (norm, held) if held or norm not in self._by_path else None
         old = self._by_path.get(norm)
         if old is None:
             self._by_path[norm] = FileTouch(path=norm, action=action, tool=tool)

@@ -15,7 +15,9 @@ Unwrapped: ``sudo``/``env``/``time``/``nohup``/``command``/``exec``/``builtin`` 
 lists from tools that take ``["bash", "-lc", "..."]``. A ``cd``/``pushd`` earlier in the same
 command sets the base later relative paths resolve against.
 
-Recognised: ``mv``, ``cp``, ``rm``/``unlink``, ``touch``, ``tee``, ``sed -i``, output
+Recognised: ``mv``, ``cp``, ``rm``/``unlink``, ``touch``, ``tee``, ``sed -i``, PowerShell's ``Move-Item``,
+``Copy-Item``, ``Remove-Item``, ``New-Item``, ``Set-Content``/``Add-Content``/``Out-File`` (a command using one is
+read with the backslash as the path separator, as PowerShell does), a folder's contents moved (``mv src/* old/``), output
 redirections and output options (``--out``/``--output`` with a file name, ``curl -o``, ``wget -O``). Everything else is ignored, including input redirections, fd duplication (``2>&1``),
 scripts and interpreters whose effects cannot be seen from the text, and anything that is not a
 particular file (``/dev/null``, ``/proc``, globs, ``$VARS``, command substitution), and a best-effort
@@ -254,9 +256,15 @@ def _names_a_file(path: str) -> bool:
     return not path.endswith("/") and bool(posixpath.splitext(posixpath.basename(path))[1])
 
 
+#: PowerShell's file cmdlets (case-insensitive, as PowerShell reads them).
+_CMDLETS = r"(?i:\b(?:Move|Copy|Remove|New)-Item\b|\b(?:Set|Add)-Content\b|\bOut-File\b)"
+_CMDLET = re.compile(_CMDLETS)
+#: Their parameters that take a value (the rest are switches: ``-Force``, ``-Recurse``).
+_PS_VALUED = frozenset({"-path", "-literalpath", "-destination", "-filepath", "-itemtype", "-type", "-name", "-value",
+                        "-filter", "-include", "-exclude", "-encoding", "-credential"})
 #: A command can change a file only through a redirect, one of these words (also inside ``sh -c``) or an
 #: output option.
-_MAYBE_FILE_OP = re.compile(r">|\b(?:mv|cp|rm|unlink|touch|tee|sed|perl|yq)\b|--out|\s-[oO]\s")
+_MAYBE_FILE_OP = re.compile(r">|\b(?:mv|cp|rm|unlink|touch|tee|sed|perl|yq)\b|--out|\s-[oO]\s|" + _CMDLETS)
 #: Options that name the file a command writes (``node gen.mjs --out deck.pptx``, ``pandoc -o a.pdf``).
 _OUT_OPTIONS = frozenset({"--out", "--output", "--outfile", "--out-file", "--output-file"})
 #: Commands whose short ``-o`` (``wget``: ``-O``) is their output file; elsewhere ``-o`` means anything
@@ -283,7 +291,62 @@ def shell_file_ops(command: str, workdir: str | None = None) -> list[tuple[str, 
     """File effects of a shell command: (path as written, action, base dir it is relative to)."""
     if not _MAYBE_FILE_OP.search(command):
         return []  # most commands (tests, builds, greps) touch no file: skip tokenising them
+    if _CMDLET.search(command):  # PowerShell: "\" separates a path's parts (its escape is the backtick)
+        command = command.replace("\\", "/")
     return list(_shell_file_ops(command, workdir))
+
+
+def _ps_args(args: list[str]) -> tuple[dict[str, str], list[str]]:
+    """A cmdlet's named values (``-Destination x`` → ``{"-destination": "x"}``) and its positional arguments, each
+    comma list split (``Remove-Item a.txt,b.txt``)."""
+    named: dict[str, str] = {}
+    pos: list[str] = []
+    it = iter(args)
+    for a in it:
+        name, colon, value = a.partition(":")
+        if a.startswith("-") and name.lower() in _PS_VALUED:
+            named[name.lower()] = value if colon else next(it, "")
+        elif not a.startswith("-"):
+            pos += [x for x in a.split(",") if x]
+    return named, pos
+
+
+def _cmdlet_ops(cmd: str, args: list[str], base: str | None) -> list[tuple[str, FileAction, str | None]]:
+    named, pos = _ps_args(args)
+    paths = [x for x in named.get("-path", named.get("-literalpath", named.get("-filepath", ""))).split(",") if x]
+    if cmd in ("move-item", "copy-item"):
+        srcs = paths or pos[:1]
+        dest = named.get("-destination") or (pos[1] if paths == [] and len(pos) > 1 else pos[0] if paths and pos
+                                              else None)
+        return _move_ops("mv" if cmd == "move-item" else "cp", srcs, dest, "-recurse" in (a.lower() for a in args),
+                         base) if dest else []
+    if cmd == "remove-item":
+        return [(p, "deleted", base) for p in paths or pos]
+    if cmd == "new-item":
+        if named.get("-itemtype", named.get("-type", "file")).lower() != "file":
+            return []  # a directory, a link: no file of the work
+        where = (paths or pos or [""])[0]
+        name = named.get("-name")
+        return [(posixpath.join(where, name) if name else where, "created", base)] if (where or name) else []
+    action: FileAction = "modified" if cmd == "add-content" else "created"
+    return [(p, action, base) for p in (paths or pos[:1])]
+
+
+def _move_ops(cmd: str, srcs: list[str], dest: str, recursive: bool,
+              base: str | None) -> list[tuple[str, FileAction, str | None]]:
+    """``mv``/``cp`` of ``srcs`` to ``dest``. ``mv app/* old/`` moves what the folder holds: read as the folder moved
+    onto ``old`` (facts then move the files written under ``app/`` to ``old/``)."""
+    ops: list[tuple[str, FileAction, str | None]] = []
+    if cmd == "cp" and recursive:
+        srcs = [src for src in srcs if _names_a_file(src)]  # a copied folder is not an output file
+    for src in srcs:
+        if cmd == "mv" and src.endswith("/*") and len(src) > 2:
+            ops += [(src[:-2], "deleted", base), (dest.rstrip("/") or dest, "moved", base)]
+            continue
+        if cmd == "mv":
+            ops.append((src, "deleted", base))
+        ops.append((_into(dest, src, len(srcs) > 1), "moved" if cmd == "mv" else "created", base))
+    return ops
 
 
 @lru_cache(maxsize=1024)
@@ -299,6 +362,8 @@ def _file_ops(command: str, workdir: str | None) -> list[tuple[str, FileAction, 
         ops.extend((target, "created", base) for _op, target in redirects)
         while words and (words[0] in _WRAPPERS or _ENV_ASSIGN.match(words[0])):
             words = words[1:]
+        if words and words[0] in ("{", "then", "do", "else"):  # a block's body ("if …; then mv …", "{ Move-Item … }")
+            words = [w for w in words[1:] if w != "}"]
         if not words:
             continue
         cmd, args = posixpath.basename(words[0]), words[1:]
@@ -313,13 +378,9 @@ def _file_ops(command: str, workdir: str | None) -> list[tuple[str, FileAction, 
             target = pos[0] if pos else "~"
             base = target if target.startswith(("/", "~")) or base is None else posixpath.join(base, target)
         elif cmd in ("mv", "cp") and len(pos := _positional(args)) >= 2:
-            dest, srcs = pos[-1], pos[:-1]
-            if cmd == "cp" and _recursive(args):
-                srcs = [src for src in srcs if _names_a_file(src)]  # a copied folder is not an output file
-            for src in srcs:
-                if cmd == "mv":
-                    ops.append((src, "deleted", base))
-                ops.append((_into(dest, src, len(srcs) > 1), "moved" if cmd == "mv" else "created", base))
+            ops.extend(_move_ops(cmd, pos[:-1], pos[-1], _recursive(args), base))
+        elif _CMDLET.fullmatch(cmd):
+            ops.extend(_cmdlet_ops(cmd.lower(), args, base))
         elif cmd in ("rm", "unlink"):
             ops.extend((p, "deleted", base) for p in _positional(args))
         elif cmd in ("touch", "tee"):
