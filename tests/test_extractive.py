@@ -753,6 +753,35 @@ def test_a_commit_whose_hooks_ran_the_checks_is_a_check() -> None:
     assert end(u("修复错误"), *edit, *run("6", "npm --prefix app install", "added 3 packages", 0), claim) == "unknown"
 
 
+
+def test_approval_diagnostics_and_thanks_in_other_languages_close_the_work() -> None:
+    """Seen on new sessions: the user approving the last change ("excelent, learn about these patterns") is the
+    confirmation a code change needs; the IDE's diagnostics listing no error are a passing type check; "谢谢你" and
+    "gracias" close the work as "thanks" does; Spanish "se implementó" reports the work done as "implemented" does."""
+    ask, edit = u("move the form inside md-card"), _tool("e", "patch", path="src/Form.tsx", old_string="a", new_string="b")
+    claim = a("Done: the form is inside md-card now.")
+    assert end(ask, *edit, claim) == "unknown"
+    docs = _tool("d", "patch", path="CLAUDE.md", old_string="a", new_string="b")
+    assert end(ask, *edit, claim, u("excelent learn about this patterns for future cases"), *docs,
+               a("Perfect! I updated CLAUDE.md with the patterns.")) == "resolved"
+    assert end(ask, *edit, claim, u("great, but the button is still misaligned"), *docs,
+               a("Updated CLAUDE.md.")) != "resolved"  # doubt takes the approval back
+    diagnostics = [a("", calls=(ToolCall(id="g", name="mcp__ide__getDiagnostics", arguments={}),)),
+                   Message(role="tool", tool_call_id="g", content='[{"uri": "file:///c:/p/src/Form.tsx", "diagnostics": '
+                           '[{"severity": "Warning", "message": "deprecated"}]}]')]
+    assert end(ask, *edit, *diagnostics, claim) == "resolved"
+    errors = diagnostics[1].model_copy(update={"content": '[{"diagnostics": [{"severity": "Error", "message": "TS2304"}]}]'})
+    assert end(ask, *edit, diagnostics[0], errors, claim) == "unknown"
+    work = (u("修复 401 错误"), a("已修复：key 已更新，网关已重启。"))
+    assert end(*work, u("谢谢你")) == "resolved" and end(*work, u("muchas gracias!")) == "resolved"
+    done_es = a("Aquí está el resumen de lo que se implementó: el sidebar es un drawer en móvil.")
+    assert end(u("haz el sidebar responsive"), *_tool("w", "patch", path="README.md", old_string="a", new_string="b"),
+               done_es) == "resolved"
+    # "I added logging to debug it" reports a debugging step: a complaint before it stays unanswered
+    assert end(u("el cart sigue apareciendo en cualquier lado"),
+               a("He agregado logging extensivo para debuggear. Por favor cópiame los logs.")) != "resolved"
+
+
 def test_the_answer_to_what_was_the_issue_names_the_issue_and_fails_nothing() -> None:
     """"What was the issue with task-master?" after the work is done is answered by naming the issue; that answer
     reports no failure of the work (a new SpecStory session ended so, then "Ok thanks")."""

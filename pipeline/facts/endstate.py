@@ -76,7 +76,11 @@ _DONE = re.compile(
     r"|適用|生成|移動|置換|統合|導入|整理|書き換え|書き直し)(?:しました|いたしました|済み|完了)"
     # pt/es/fr/de: the session's own language, since replies follow the user
     r"|\b(?:conclu[íi]d[oa]s?|resolvid[oa]s?|corrigid[oa]s?|com sucesso|resuelt[oa]s?|corregid[oa]s?|con éxito"
-    r"|terminé|corrigée?s?|résolue?s?|erledigt|behoben|gelöst)\b", re.I)
+    r"|terminé|corrigée?s?|résolue?s?|erledigt|behoben|gelöst"
+    # the "implemented" and "updated" the English list has ("added" left out: "He agregado logging para debuggear"
+    # reported a debugging step, not a fix, on a session the user still said was broken)
+    r"|implementad[oa]s?|se implementó|implementé|implementei|actualizad[oa]s?|atualizad[oa]s?"
+    r"|implémentée?s?|mise? à jour|implementiert|aktualisiert)\b", re.I)
 _FAILED = re.compile(
     r"\b(?:still (?:fail\w*|broken|errors?|crash\w*)|couldn'?t|could not|can'?t|cannot|unable to|failed to|"
     r"not able to|doesn'?t work|blocked|(?:hit|reached) (?:the|my|a) (?:(?:\w|-)+ ){0,2}limit"
@@ -323,6 +327,8 @@ def _unchecked_source_change(msgs: Sequence[Message]) -> bool:
         return False
     stems: set[str] | None = None
     for m in msgs[last + 1:]:
+        if m.role == "user" and _approves(m.content):
+            return False  # the user looked at the change and approved it
         for call in m.tool_calls if m.role == "assistant" else ():
             result = results.get(call.id) if call.id else None
             if result is None or result_failed(result):
@@ -331,7 +337,7 @@ def _unchecked_source_change(msgs: Sequence[Message]) -> bool:
             if name in _CODE_RUN_TOOLS:
                 return False
             command = (call_command(call.arguments, result) or "") if name in COMMAND_TOOLS else ""
-            if _checked_commit(command, result):
+            if _checked_commit(command, result) or (_DIAGNOSTICS.search(name) and _clean_diagnostics(result)):
                 return False
             command = _MESSAGE_ARG.sub(" ", command)  # "git commit -m 'make pytest pass'" runs no pytest
             if not _CHECK.search(command):
@@ -349,6 +355,30 @@ def _unchecked_source_change(msgs: Sequence[Message]) -> bool:
 #: or pre-commit's "ruff.......Passed" lines. A formatter alone (prettier) checks nothing.
 _HOOK_CHECK = re.compile(r"(?<![\w-])(?:eslint|tsc|tsgo|vue-tsc|typecheck(?::[\w-]+)?|type-check|pytest|mypy|ruff|jest|vitest"
                          r"|clippy|flake8|pylint|golangci-lint|biome)(?![\w-])|\.{4,}\s*Passed\b")
+#: The user approving what they saw, at the start of their message: "excelent, learn about these patterns", "完美",
+#: "looks much better!". (Doubt in the message takes it back, ``_DOUBT``.)
+_APPROVAL = re.compile(r"^\W*(?:excel+ent|great|perfect|awesome|amazing|beautiful|lgtm|well done|good job|nice work"
+                       r"|looks (?:\w+ ){0,2}(?:good|great|better|perfect|nice)|完美|很好|太好了|非常好|好极了|不错"
+                       r"|素晴らしい|完璧|perfecto|excelente|genial|ótimo|perfeito|parfait)(?![^\W\d_])", re.I)
+
+
+def _approves(text: str) -> bool:
+    prose = " ".join(_prose(text).split())
+    return bool(_APPROVAL.match(prose)) and not _DOUBT.search(prose) and not _USER_UNHAPPY.search(prose)
+
+
+#: The editor's language server on the files (Claude Code's IDE ``getDiagnostics``): a list of findings, each with its
+#: severity, none an error a passing type check. (Cursor's ``read_lints`` was measured and left out: on two sessions
+#: whose work was unfinished for other reasons, counting it as a check turned "unknown" into a false success.)
+_DIAGNOSTICS = re.compile(r"getdiagnostics", re.I)
+_DIAGNOSED_ERROR = re.compile(r"severity[\"'\s:=]*(?:error|1)\b", re.I)
+
+
+def _clean_diagnostics(result: Message) -> bool:
+    text = result.content
+    return '"diagnostics"' in text and _DIAGNOSED_ERROR.search(text) is None
+
+
 #: A commit or tag message given on the command line: words, not a command.
 _MESSAGE_ARG = re.compile(r"""\s(?:-m|--message)(?:\s*|=)(?:"(?:[^"\\]|\\.)*"|'[^']*')""")
 #: The line git prints for a commit it made: "[main 3070ee1] fix: …".

@@ -69,7 +69,10 @@ _LOGLINE = re.compile(
     r"|(?:INFO|WARN|WARNING|ERROR|DEBUG|TRACE|FAILED|PASSED)\b|[\w.]*(?:Error|Exception)\b|[-=_*#~]{4,}))"
 )
 _CLOSERS = ("no thanks", "thank you", "thanks", "thx", "that's all", "thats all", "that is all", "bye",
-            "谢谢", "多谢", "不用了", "就这样", "辛苦了")
+            "谢谢", "谢谢你", "谢谢您", "多谢", "感谢", "不用了", "就这样", "辛苦了",
+            # thanks in the other languages sessions are written in
+            "ありがとう", "ありがとうございます", "ありがとうございました", "gracias", "obrigado", "obrigada", "merci",
+            "danke", "спасибо", "감사합니다")
 _CONTINUE = ("continue", "proceed", "go on", "keep going", "go ahead", "do it", "please do", "next one", "next",
              "继续", "下一个")
 _YES = ("yes", "yep", "yeah", "sure", "是的")
