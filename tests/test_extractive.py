@@ -703,6 +703,16 @@ def test_a_change_made_for_a_stated_reason_is_a_decision() -> None:
                        "Moving the commands import inside main() to avoid the circular import."]
 
 
+def test_an_offer_or_a_condition_in_another_language_is_no_decision() -> None:
+    """"Si quieres que vuelva a `/` en lugar de `/login`, dime." offers a choice to the user, as "if you prefer" does."""
+    for offer in ("Si quieres que vuelva a la página anterior o a `/` en lugar de `/login`, dime.",
+                  "Se quiser, uso `pnpm` em vez de `npm`.", "Wenn du willst, nehme ich `ruff` statt `flake8`."):
+        s = sess(u("arregla el logout"), a(offer))
+        assert summarise_extractive(s, [], derive_facts(s)).decisions == (), offer
+    s = sess(u("arregla el logout"), a("Decidí usar `router.replace` en lugar de `router.push`, porque no deja historial."))
+    assert [d.rejected for d in summarise_extractive(s, [], derive_facts(s)).decisions] == [("router.push",)]
+
+
 def test_decisions_in_portuguese_and_russian() -> None:
     reply = ("Decidi usar `git rm --cached .env` em vez de reescrever o histórico, porque o repositório é privado.\n\n"
              "Рекомендую вызывать injectText только по событию release, вместо повторного вызова.")

@@ -630,6 +630,24 @@ def test_codex_unknown_items_are_counted_not_fatal(tmp_path: Path) -> None:
     assert any("hologram" in p for p in s.problems) and any("without output" in p for p in s.problems)
 
 
+def test_codex_ide_context_is_not_the_users_words(tmp_path: Path) -> None:
+    """The Codex IDE extension sends "# Context from my IDE setup:" (active file, selection, open tabs) before "## My
+    request for Codex:" and what the user typed. Only the request is the ask (on a new Spanish session the English
+    context made the note English and every ask a quoted file list)."""
+    ide = ("# Context from my IDE setup:\n\n## Active file: src/components/ui/sidebar.tsx\n\n## Open tabs:\n"
+           "- sidebar.tsx: src/components/ui/sidebar.tsx\n\n## My request for Codex:\nquiero los iconos mas grandes\n")
+    lines = [
+        {"timestamp": "2026-01-01T00:00:00Z", "type": "session_meta", "payload": {"id": "abd", "cwd": "/w"}},
+        {"timestamp": "2026-01-01T00:00:01Z", "type": "response_item",
+         "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": ide}]}},
+        {"timestamp": "2026-01-01T00:00:02Z", "type": "response_item",
+         "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Listo."}]}},
+    ]
+    f = tmp_path / "rollout-2026-01-01T00-00-00-abd.jsonl"
+    f.write_text("\n".join(json.dumps(x) for x in lines))
+    assert [m.content for m in one(f).messages if m.role == "user"] == ["quiero los iconos mas grandes"]
+
+
 def test_a_note_from_a_transcript_names_its_file_and_leaves_unrecorded_tokens_unknown(tmp_path: Path) -> None:
     """Issue 15, class 6 and 7: a note read from a file says which file (redacted like the text: a name can
     hold a token), and an export that records no token counts gives ``null`` tokens, not 0."""

@@ -36,6 +36,10 @@ _INJECTED_PREFIXES = (
     "# AGENTS.md instructions", "<environment_context>", "<user_instructions>", "<INSTRUCTIONS>",
     "<permissions instructions>", "<skills_instructions>", "<collaboration_mode>", "<turn_aborted>",
 )
+# The Codex IDE extension wraps what the user typed in the editor's context (active file, selection, open tabs):
+# "# Context from my IDE setup: … ## My request for Codex:\n<the request>". The request is the user's message.
+_IDE_CONTEXT = "# Context from my IDE setup:"
+_IDE_REQUEST = "## My request for Codex:"
 _CALL_TYPES = {"function_call", "custom_tool_call", "local_shell_call", "web_search_call", "tool_search_call"}
 _OUTPUT_TYPES = {"function_call_output", "custom_tool_call_output", "local_shell_call_output", "tool_search_output"}
 
@@ -99,6 +103,8 @@ def read(path: Path) -> Iterator[Session]:
             role = {"assistant": "assistant", "user": "user"}.get(str(item.get("role")), "system")
             if role == "user" and text.lstrip().startswith(_INJECTED_PREFIXES) and text.strip() not in typed:
                 role = "system"
+            elif role == "user" and text.lstrip().startswith(_IDE_CONTEXT) and _IDE_REQUEST in text:
+                text = text.split(_IDE_REQUEST, 1)[1].strip()
             draft = Draft(role=role, content=text, images=images, timestamp=ts)
             if role == "assistant" and reasoning:
                 draft.reasoning, reasoning = "\n\n".join(reasoning), []

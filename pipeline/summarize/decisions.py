@@ -117,15 +117,18 @@ def _reasoned(sentence: str) -> bool:
 
 
 _CORRECTION = re.compile(r"^(?:no,\s|actually,?\s)", re.I)
+#: An option's text: up to a sentence's punctuation, but a code span ("`router.push`") and a dot inside a name or a
+#: version ("v9.6.0", "app.config") are part of it (cut there, "rejected: the bleeding-edge 9").
+_OPT = r"(?:`[^`\n]{1,80}`|\.(?=\w)|[^,.;:!?()`])"
 _REJECTED = (
-    re.compile(r"\binstead of\s+(?:using\s+)?([^,.;:!?()]+)", re.I),
-    re.compile(r"\brather than\s+(?:using\s+)?([^,.;:!?()]+)", re.I),
-    re.compile(r"\b(?:chose|choose|chosen|picked|prefer\w*|going with|went with)\b[^.;]*?\bover\s+([^,.;:!?()]+)",
+    re.compile(rf"\binstead of\s+(?:using\s+)?({_OPT}+)", re.I),
+    re.compile(rf"\brather than\s+(?:using\s+)?({_OPT}+)", re.I),
+    re.compile(rf"\b(?:chose|choose|chosen|picked|prefer\w*|going with|went with)\b[^.;]*?\bover\s+({_OPT}+)",
                re.I),
-    re.compile(r"\b(?:don'?t|do not|would not|wouldn'?t) use\s+([^,.;:!?()]+)", re.I),
-    re.compile(r"\bswitch(?:ed|ing)? from\s+([^,.;:!?()]+?)\s+to\b", re.I),
-    re.compile(r"\b(?:em vez de|ao inv[ée]s de|en (?:lugar|vez) de|au lieu de)\s+([^,.;:!?()]+)", re.I),
-    re.compile(r"(?<![А-Яа-яЁё])вместо\s+([^,.;:!?()]+)", re.I),
+    re.compile(rf"\b(?:don'?t|do not|would not|wouldn'?t) use\s+({_OPT}+)", re.I),
+    re.compile(rf"\bswitch(?:ed|ing)? from\s+({_OPT}+?)\s+to\b", re.I),
+    re.compile(rf"\b(?:em vez de|ao inv[ée]s de|en (?:lugar|vez) de|au lieu de)\s+({_OPT}+)", re.I),
+    re.compile(rf"(?<![А-Яа-яЁё])вместо\s+({_OPT}+)", re.I),
     # Turkish: up to three words before "yerine" (each bounded, so a long run without spaces costs no rescans)
     re.compile(r"(?<![^\s,;:(])((?:[^\s,;:!?()*–—]{1,40}\s+){0,2}[^\s,;:!?()*–—]{1,40})\s+yerine\b", re.I),
     re.compile(r"而不是(?:用|使用)?([^，。；：,.;:！？()（）]+)"),
@@ -146,7 +149,10 @@ _RATIONALE = re.compile(r"\b(?:because|since|so that|as it|çünkü)\b\s*(.+)$|(
 #: extractive summary, which cannot, drops these.
 _TENTATIVE = re.compile(
     r"^(?:maybe|perhaps|possibly|alternatively|if\b|or\b|please\b|\|)|\b(?:let me know|would you like|you'?d (?:like|prefer)"
-    r"|tell me if|if you(?:'re| are) not sure|might|may need to|could try|(?:I|we) could (?!not\b)|i wonder)\b|^(?:\d{1,2}[.、]\s*)?(?:也许|可能|或者|请|如果|假如|要是|(?:你的)?意思是)", re.I)
+    r"|tell me if|if you(?:'re| are) not sure|might|may need to|could try|(?:I|we) could (?!not\b)|i wonder)\b|^(?:\d{1,2}[.、]\s*)?(?:也许|可能|或者|请|如果|假如|要是|(?:你的)?意思是)"
+    # the same offers and conditions in es/pt/fr/de: "Si quieres que vuelva a `/` en lugar de `/login`, dime."
+    r"|^(?:si|wenn|falls)\b|^se (?:quiser|preferir|desejar|você)\b|\b(?:dime|avísame|me avisas|me dices|me diz|me avise"
+    r"|dites-moi|sag mir)\b", re.I)
 _LEAD_IN = re.compile(r"[:：]\W*$")
 _ADOPTED = re.compile(r"\b(?:decided|went with|switch(?:ed)? to|instead|rather than)\b|决定|改用|采用|(?<!替)换成|而不是", re.I)
 
