@@ -327,6 +327,26 @@ def test_errors_from_tracebacks_exit_codes_and_chinese() -> None:
     assert got.commands == ("python app.py", "make deploy", "./tool.sh", "grep -rn 'Error:' src", "npm test")
 
 
+def test_a_search_that_found_nothing_is_no_error() -> None:
+    """``rg``/``grep``/``git grep``/``diff`` exit 1 when nothing matches: an answer, not a failure (on a new Codex session
+    two searches with no match were the note's only "errors", as the word "Output:"). Exit 2 is still an error."""
+    got = derive_facts(session(
+        call("1", "shell_command", {"command": 'rg -n "logout|signout" src'}),
+        result("1", "Exit code: 1\nWall time: 1 seconds\nOutput:\n"),
+        call("2", "terminal", {"command": "cd web && git grep -n useSession"}),
+        result("2", {"output": "", "exit_code": 1}),
+        call("3", "terminal", {"command": "grep -rn foo missing/"}),
+        result("3", {"output": "grep: missing/: No such file or directory", "exit_code": 2}),
+    ))
+    assert got.errors == ("grep: missing/: No such file or directory",)
+    from pipeline.facts.endstate import _tool_signal
+
+    assert _tool_signal([call("1", "shell_command", {"command": "rg -n x src"}), result("1", {"output": "", "exit_code": 1})]) \
+        == (True, False)
+    assert _tool_signal([call("1", "shell_command", {"command": "pytest -q"}), result("1", {"output": "", "exit_code": 1})]) \
+        == (True, True)
+
+
 def test_error_lines_are_clipped_and_limited() -> None:
     long = "ValueError: " + "x" * 400
     (line,) = error_lines(long)

@@ -212,6 +212,26 @@ def _exit_code(result: dict[str, Any] | None, text: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+#: Commands whose exit status 1 says "nothing matched" or "they differ", not that they failed.
+_FOUND_NOTHING = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "ack", "findstr", "select-string", "sls", "diff",
+                            "cmp", "test", "["})
+
+
+def found_nothing(command: str | None, message: Message | None) -> bool:
+    """The command's last step is a search or a comparison (``rg -n logout src``, ``git grep``, ``Select-String``,
+    ``diff``) that exited 1: it found no match, which is an answer, not a failure of the command."""
+    if not command or message is None or _exit_code(parse_result(message), message.content) != 1:
+        return False
+    unquoted = re.sub(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"", "''", command)  # rg -n "a|b" src: the | is the pattern's
+    last = re.split(r"\|\||&&|[|;\n]", unquoted)[-1].split()
+    if not last:
+        return False
+    word = posixpath.basename(last[0]).lower()
+    if word == "git" and len(last) > 1:
+        word = last[1].lower()
+    return word in _FOUND_NOTHING
+
+
 def result_failed(message: Message | None) -> bool:
     """Whether a tool result reports failure (error field, success false, non-zero exit)."""
     if message is None:
@@ -255,8 +275,11 @@ def error_lines(text: str, limit: int = 3) -> list[str]:
     return list(seen)[:limit]
 
 
-def result_errors(message: Message, tool_name: str | None = None) -> list[str]:
-    """Error lines from one tool result. File contents (reads, searches) are never scanned."""
+def result_errors(message: Message, tool_name: str | None = None, command: str | None = None) -> list[str]:
+    """Error lines from one tool result. File contents (reads, searches) are never scanned, nor is a search that
+    found nothing (``found_nothing``)."""
+    if found_nothing(command, message):
+        return []
     result = parse_result(message)
     text = message.content
     failed = result_failed(message)
@@ -1308,7 +1331,8 @@ def _duration(session: Session, messages: Sequence[Message]) -> float | None:
 def derive_facts(session: Session, chunks: Sequence[Chunk] | None = None) -> Facts:
     """Everything knowable about ``session`` without a model."""
     messages = [m for m in session.messages if not m.is_carrier]
-    names = {c.id: c.name for m in messages for c in m.tool_calls if c.id}
+    calls = {c.id: c for m in messages for c in m.tool_calls if c.id}
+    names = {i: c.name for i, c in calls.items()}
     results = {m.tool_call_id: m for m in messages if m.role == "tool" and m.tool_call_id}
     tools: Counter[str] = Counter()
     commands: dict[str, None] = {}
@@ -1321,7 +1345,9 @@ def derive_facts(session: Session, chunks: Sequence[Chunk] | None = None) -> Fac
     errors: dict[str, None] = {}
     for m in messages:
         if m.role == "tool":
-            found = result_errors(m, names.get(m.tool_call_id or "") or m.tool_name)
+            call = calls.get(m.tool_call_id or "")
+            command = call_command(call.arguments, m) if call is not None and call.name.lower() in COMMAND_TOOLS else None
+            found = result_errors(m, names.get(m.tool_call_id or "") or m.tool_name, command)
         elif m.role == "user" and "Traceback (most recent call last)" in m.content:
             found = [e for e in error_lines(m.content) if _EXC_LINE.match(e)]  # a pasted traceback
         else:

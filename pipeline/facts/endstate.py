@@ -48,7 +48,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pipeline.facts.derive import COMMAND_TOOLS, call_command, file_touches, parse_result, result_failed
+from pipeline.facts.derive import (
+    COMMAND_TOOLS,
+    call_command,
+    file_touches,
+    found_nothing,
+    parse_result,
+    result_failed,
+)
 from pipeline.facts.turns import (
     _ack_role,
     _is_ack,
@@ -413,11 +420,14 @@ def _changed_stems(msgs: Sequence[Message], results: dict[str, Message]) -> set[
 
 
 def _tool_signal(messages: Sequence[Message]) -> tuple[bool, bool]:
-    """(any tool ran, the last failure comes after the last success)."""
+    """(any tool ran, the last failure comes after the last success). A search that found nothing is no failure."""
     last_ok = last_err = -1
+    calls = {c.id: c for m in messages for c in m.tool_calls if c.id}
     for i, m in enumerate(messages):
         if m.role == "tool":
-            if result_failed(m):
+            call = calls.get(m.tool_call_id or "")
+            if result_failed(m) and not (call is not None and call.name.lower() in COMMAND_TOOLS
+                                         and found_nothing(call_command(call.arguments, m), m)):
                 last_err = i
             else:
                 last_ok = i
