@@ -13,6 +13,7 @@ are never taken as markup, so a pasted transcript cannot split a turn.
 from __future__ import annotations
 
 import html
+import json
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -155,6 +156,8 @@ def _tool_from_inner(name: str, inner: str, kind: str = "") -> tuple[dict[str, A
         args.setdefault("path", paths[0].strip())
         if len(paths) > 1:
             args["paths"] = [p.strip() for p in paths]
+    if name.startswith("copilot_") and "path" not in args and (code := _copilot_edit_code(body)) is not None:
+        body = code  # as copilot_applyPatch shows it: the new code in one fence, the file left to facts to find
     if "**Input:**" in body:  # Copilot: "- key: `value`" bullets are the real arguments
         given = body.split("**Input:**", 1)[1]
         for key, value in _INPUT_BULLET.findall(given):
@@ -166,6 +169,23 @@ def _tool_from_inner(name: str, inner: str, kind: str = "") -> tuple[dict[str, A
                 if not args.get(key):
                     args[key] = listed
     return args, body
+
+
+_RESULT_JSON = re.compile(r"^Result:\s*\n+```json\n(\{.*?\})\n```", re.M | re.S)
+
+
+def _copilot_edit_code(body: str) -> str | None:
+    """The new code of a Copilot edit that names no file (``copilot_replaceString``): its result's JSON holds it as
+    ``content``, one fenced block ("```tsx …```"); None for any other body."""
+    m = _RESULT_JSON.search(body)
+    if m is None:
+        return None
+    try:
+        result = json.loads(m.group(1))
+    except ValueError:
+        return None
+    code = result.get("content") if isinstance(result, dict) else None
+    return code.strip() if isinstance(code, str) and code.lstrip().startswith("```") else None
 
 
 # A list argument of objects is rendered the way Go prints it: a bullet with no value ("- replacements:"), then a
