@@ -1142,6 +1142,20 @@ def test_powershell_file_cmdlets_and_a_folders_contents_moved() -> None:
     assert got == [("modified", "legacy/main.js")]
 
 
+def test_a_session_without_a_cwd_works_at_its_monorepos_root() -> None:
+    """A VS Code export records no cwd: the root is the folder of a root file the tools touched that holds most of the
+    paths. A workspace file (``pnpm-workspace.yaml``) marks a monorepo's root above its packages' ``package.json``, so
+    outputs keep their package folder (``packages/svelte/package.json``, not ``package.json``)."""
+    from pipeline.facts.derive import infer_root
+
+    root = "/Users/e/destyler"
+    reads = [f"{root}/packages/svelte/package.json", f"{root}/packages/svelte/src/a.ts", f"{root}/packages/svelte/b.ts",
+             f"{root}/document/package.json", f"{root}/document/src/Preview.astro", f"{root}/pnpm-workspace.yaml"]
+    msgs = [call(str(i), "read_file", {"path": p}) for i, p in enumerate(reads)]
+    assert infer_root(msgs) == root
+    assert infer_root(msgs[:-1]) == f"{root}/packages/svelte"  # without the workspace file, the package holding most
+
+
 def test_a_windows_shell_argv_is_the_command_it_runs() -> None:
     """Codex on Windows runs ``["pwsh.exe", "-NoLogo", "-NoProfile", "-Command", "<command>"]``: the command is the last
     part, as the transcript shows it (joined with shell quotes it is text the session never contains)."""

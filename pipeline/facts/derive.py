@@ -634,7 +634,9 @@ _FENCE_EXTS: dict[str, tuple[str, ...]] = {
     "css": ("css",), "scss": ("scss",), "vue": ("vue",), "java": ("java",), "kotlin": ("kt", "kts"), "go": ("go",),
     "rust": ("rs",), "toml": ("toml",), "xml": ("xml",), "sql": ("sql",), "csharp": ("cs",), "ruby": ("rb",),
     "php": ("php",), "c": ("c", "h"), "cpp": ("cpp", "cc", "hpp", "h"), "swift": ("swift",), "dart": ("dart",),
-    "powershell": ("ps1",), "ini": ("ini", "cfg", "conf"),
+    "powershell": ("ps1",), "ini": ("ini", "cfg", "conf"), "astro": ("astro",), "svelte": ("svelte",),
+    "less": ("less",), "sass": ("sass", "scss"), "graphql": ("graphql", "gql"), "lua": ("lua",), "scala": ("scala",),
+    "elixir": ("ex", "exs"), "objective-c": ("m", "h"), "shell-session": ("sh",),
 }
 
 
@@ -1286,6 +1288,10 @@ _ROOT_MARKERS = frozenset({
     "build.gradle.kts", "settings.gradle", "composer.json", "Gemfile", "requirements.txt", "tsconfig.json",
     "deno.json", ".gitignore", "README.md", "AGENTS.md", "CLAUDE.md", "Makefile", "Dockerfile", "CMakeLists.txt",
     "meson.build", "WORKSPACE", "MODULE.bazel",
+    # a workspace's or a lock file's folder: a monorepo's root, above its packages' own package.json
+    "pnpm-workspace.yaml", "pnpm-lock.yaml", "yarn.lock", "package-lock.json", "lerna.json", "nx.json", "turbo.json",
+    "go.work", "Cargo.lock", "uv.lock", "poetry.lock", "Pipfile", "setup.cfg", "mix.exs", "pubspec.yaml",
+    "Package.swift", "deno.jsonc", "LICENSE",
 })
 
 
