@@ -74,6 +74,21 @@ def test_failed_write_touches_nothing_and_reports_error() -> None:
     assert got.errors == ("Permission denied: /etc/passwd",)
 
 
+def test_an_edit_the_user_turned_down_changes_nothing() -> None:
+    """Claude Code answers a rejected tool use with "The user doesn't want to proceed with this tool use. … the
+    new_string was NOT written to the file": the file is no output (a note listed such a file; the test part's file
+    precision went 0.88 → 0.93 with this)."""
+    rejected = ("The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a file "
+                "edit, the new_string was NOT written to the file). STOP what you are doing and wait for the user to tell "
+                "you how to proceed.")
+    assert touches(
+        call("a", "Edit", {"file_path": f"{CWD}/EllipsisText.tsx", "old_string": "a", "new_string": "b"}),
+        result("a", rejected),
+        call("b", "Edit", {"file_path": f"{CWD}/Right.tsx", "old_string": "a", "new_string": "b"}),
+        result("b", f"The file {CWD}/Right.tsx has been updated successfully."),
+    ) == [("Right.tsx", "modified")]
+
+
 def test_claude_code_tools() -> None:
     assert touches(
         call("a", "Write", {"file_path": f"{CWD}/app.ts", "content": "x"}),

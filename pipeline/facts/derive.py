@@ -232,6 +232,14 @@ def found_nothing(command: str | None, message: Message | None) -> bool:
     return word in _FOUND_NOTHING
 
 
+# Claude Code's answer when the user turns a tool use down ("the new_string was NOT written to the file").
+_REJECTED_USE = "The user doesn't want to proceed with this tool use."
+
+
+def _user_rejected(message: Message | None) -> bool:
+    return message is not None and message.content.lstrip().startswith(_REJECTED_USE)
+
+
 def result_failed(message: Message | None) -> bool:
     """Whether a tool result reports failure (error field, success false, non-zero exit)."""
     if message is None:
@@ -374,8 +382,8 @@ def _listed_paths(args: dict[str, Any]) -> list[str]:
 def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | None, out: _Touches | _Recorder) -> None:
     lname = name.lower()
     failed = result_failed(result_msg)
-    if failed and lname not in COMMAND_TOOLS:
-        return  # a failed write or edit changed nothing
+    if (failed and lname not in COMMAND_TOOLS) or _user_rejected(result_msg):
+        return  # a failed write or edit changed nothing, nor did one the user turned down
     result = parse_result(result_msg)
     if lname in _SUBAGENT_TOOLS:
         # The subagent's own edits are in its own transcript; the parent keeps only its report.
