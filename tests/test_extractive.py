@@ -792,6 +792,38 @@ def test_approval_diagnostics_and_thanks_in_other_languages_close_the_work() -> 
                a("He agregado logging extensivo para debuggear. Por favor cópiame los logs.")) != "resolved"
 
 
+
+def test_a_question_after_failed_work_and_a_reply_pasted_back_decide_nothing() -> None:
+    """Two false successes on a new blind set: (1) "remind me which Python setup we used?" answered after a fix the
+    reply itself said could not be done: the answer says nothing of the fix, the work stays as it was; (2) the user
+    pasting the agent's own question back ("¿Hay algo específico…?"), then read as the last ask and "answered"."""
+    report, edit = u("the editor doesn't let me click on the devices"), _tool("e", "patch", path="ed/ui.py",
+                                                                            old_string="a", new_string="b")
+    failed = a("I couldn't reproduce the click handler; the editor may still fail to open devices.")
+    question, answer = u("Remind me what python setup we were using for this?"), a("Python 3.11 with CustomTkinter 5.2.")
+    assert end(report, *edit, failed, question, answer) != "resolved"
+    # a question after a question: answered, as before; and after work that holds, the work stands
+    assert end(u("can description similarity identify Valve games?"), a("No, it can't reliably tell authorship."),
+               u("and what about tags?"), a("Tags work better: 0.8 precision.")) == "resolved"
+    assert end(u("add a --verbose flag"), *edit, *run("1", "pytest -q", "3 passed", 0), a("Done: added the flag."),
+               question, answer) == "resolved"
+    echo = "Lo siento, pero no puedo ejecutar comandos del sistema. ¿Hay algo específico que necesitas?"
+    v = _verdict(u("haz que el admin apruebe roles"), *edit, a("Con estos cambios el admin debería poder aprobar roles."),
+                 u("ls -l"), a(echo), u(echo), a("Entendido. ¿Qué cambios necesitas?"))
+    assert v.state != "resolved" and "question" not in v.reason
+
+
+def test_reasoning_that_says_the_work_was_not_run_vetoes_the_claim() -> None:
+    """The reasoning behind the final reply counts against its claim, never for it: "…mention tests weren't run"."""
+    edit = _tool("e", "patch", path="README.md", old_string="a", new_string="b")
+    claim = a("已修复 `$` 的问题。")
+    assert end(u("修复"), *edit, claim) == "resolved"
+    thought = claim.model_copy(update={"reasoning": "I'll summarise the fix, mention tests weren't run, and advise a rebuild."})
+    assert end(u("修复"), *edit, thought) == "unknown"
+    proud = claim.model_copy(update={"reasoning": "All tests passed after the change."})
+    assert end(u("修复"), *edit, proud) == "resolved"
+
+
 def test_the_answer_to_what_was_the_issue_names_the_issue_and_fails_nothing() -> None:
     """"What was the issue with task-master?" after the work is done is answered by naming the issue; that answer
     reports no failure of the work (a new SpecStory session ended so, then "Ok thanks")."""

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pipeline.facts.derive import (
     COMMAND_TOOLS,
@@ -65,6 +65,7 @@ from pipeline.facts.turns import (
     _replies,
     _sentences,
     _until_closer,
+    echoes,
     harness_error,
 )
 from pipeline.models import EndState, Facts, Message, Session
@@ -290,6 +291,8 @@ _NEEDS_INPUT = re.compile(
 _UNVERIFIED = re.compile(
     r"\b(?:i|we) (?:haven[’']?t|have not|did ?n[’']?t|did not) (?:yet )?(?:run|test(?:ed)?|verif(?:y|ied)|check(?:ed)?"
     r"|tr(?:y|ied)(?: it)?)\b|\b(?:untested|unverified|not (?:yet )?(?:been )?(?:tested|verified))\b"
+    r"|\b(?:the )?(?:tests?|build|changes?|it) (?:weren[’']?t|wasn[’']?t|were not|was not|ha(?:ve|s)n[’']?t been"
+    r"|ha(?:ve|s) not been) (?:run|tested|verified|executed|built|checked)\b"
     r"|(?:还|尚)?(?:没有|没|未)(?:运行|跑|测试|验证)", re.I)
 _INSTRUCTION = re.compile(r"(?:please )?(?:do not|don[’']t|never)\b", re.I)
 
@@ -788,8 +791,9 @@ def _judge(msgs: list[Message]) -> EndVerdict:
         return _verdict("resolved", "the user confirmed the work, and after that asked only for answers", msgs,
                         confirmed)
     last_turn = last_ask = None
+    pasted_back = echoes(msgs)
     for i, m in enumerate(msgs):  # the last ask, or an ack that hands the turn back ("continue", "yes")
-        kind = _kind(m)
+        kind = _kind(m) if i not in pasted_back else None
         if kind == "ask":
             last_turn = last_ask = i
         elif kind == "ack" and _ack_role(msgs, i) == "go":
@@ -839,7 +843,9 @@ def _judge(msgs: list[Message]) -> EndVerdict:
                             msgs, at)
         if reported_problem(final) is not None:
             return _verdict("unknown", "the final reply claims success but reports a problem still open", msgs, at)
-        if _UNVERIFIED.search(_prose(final)):
+        # The reasoning behind the final reply counts against the claim, never for it ("…and mention tests weren't run",
+        # glued into a Copilot reply): the agent's own account that nothing checked the work.
+        if _UNVERIFIED.search(_prose(final)) or _UNVERIFIED.search(replies[-1].reasoning or ""):
             return _verdict("unknown", "the final reply claims the work done but says it was not checked", msgs, at)
         if _unchecked_source_change(msgs):
             return _verdict("unknown", "the final reply claims the work done, but nothing ran after the last change to "
@@ -851,6 +857,15 @@ def _judge(msgs: list[Message]) -> EndVerdict:
     if closed:
         return _verdict("resolved", "the user closed the work", msgs, closer)
     answer = _answered(ask, tail) if last_turn == last_ask else None
+    if answer is not None and last_ask is not None and any(t.action != "read" for t in file_touches(msgs[:last_ask])):
+        # An answer says nothing of the work done before the question: "remind me which Python setup we used" after a
+        # fix of a reported problem that the reply itself says failed leaves it failed. The work is judged as it stood
+        # when the question came, if the ask before was for work (a question answered then is judged as one now).
+        prior = next((i for i in range(last_ask - 1, -1, -1) if _kind(msgs[i]) == "ask"), None)
+        if prior is not None and _answered(msgs[prior].content, msgs[prior + 1:last_ask]) is None:
+            before = _judge(msgs[:last_ask])
+            if before.state in ("unresolved", "failed"):
+                return replace(before, reason=f"{before.reason}; the questions after it were answered")
     if answer == "question":
         return _verdict("resolved", "the last ask was a question and the final reply answers it", msgs, at)
     if answer == "review":

@@ -89,6 +89,20 @@ def _live(messages: Sequence[Message]) -> list[Message]:
     return [m for m in messages if not m.is_carrier and not m.content.lstrip().startswith(_HARNESS)]
 
 
+def echoes(messages: Sequence[Message]) -> set[int]:
+    """Indexes of user messages that only repeat an earlier reply word for word: pasted back into the chat (a confused
+    aider user pasting the agent's own question "¿Hay algo específico…?", then read as the last ask), or aider's
+    architect handing its plan to the editor model. Neither is the user asking for something."""
+    said: set[str] = set()
+    out: set[int] = set()
+    for i, m in enumerate(messages):
+        if m.role == "assistant" and len(m.content) >= 20:
+            said.add(" ".join(m.content.split()))
+        elif m.role == "user" and said and len(m.content) >= 20 and " ".join(m.content.split()) in said:
+            out.add(i)
+    return out
+
+
 #: A letter (of any script). Compiled once: ``_prose`` asks it of every line of every message.
 _LETTER = re.compile(r"[^\W\d_]")
 
