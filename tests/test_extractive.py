@@ -802,6 +802,8 @@ def test_a_question_after_failed_work_and_a_reply_pasted_back_decide_nothing() -
     failed = a("I couldn't reproduce the click handler; the editor may still fail to open devices.")
     question, answer = u("Remind me what python setup we were using for this?"), a("Python 3.11 with CustomTkinter 5.2.")
     assert end(report, *edit, failed, question, answer) != "resolved"
+    unchecked = a("I found the issue: the lambda captured the key. Now both components call on_click(); fixed.")
+    assert end(report, *edit, unchecked, question, answer) == "unknown"  # the fix stays in doubt
     # a question after a question: answered, as before; and after work that holds, the work stands
     assert end(u("can description similarity identify Valve games?"), a("No, it can't reliably tell authorship."),
                u("and what about tags?"), a("Tags work better: 0.8 precision.")) == "resolved"

@@ -384,10 +384,14 @@ def test_specstory_copilot_reasoning_glued_into_the_reply_is_reasoning(tmp_path:
         "---\n\n_**User (2026-01-02 10:01Z)**_\n\n修一下\n\n---\n\n_**Agent (copilot/gpt-5)**_\n\n"
         "**Proposing dual-build strategy**\n\nI need to be careful with secrets. I plan to add an example.\n\n"
         "I'll reference specific files in Chinese.已在源头修正 `$` 的问题。\n- 移除 `compile-runes` 额外步骤。\n\n"
-        "**Note:** run `pnpm build` again.\n",
+        "**Note:** run `pnpm build` again.\n\n---\n\n_**User (2026-01-02 10:02Z)**_\n\nclicks do nothing\n\n---\n\n"
+        "_**Agent (copilot/claude-sonnet-4)**_\n\nThe user is having an issue with clicks. Let me examine the code."
+        "I found the issue.\n\nBoth components call `on_click()` now.\n",
         encoding="utf-8",
     )
     replies = [m for m in one(f).messages if m.role == "assistant"]
+    assert [m.content for m in replies][2:] == ["I found the issue.\n\nBoth components call `on_click()` now."]
+    replies = replies[:2]
     assert [m.content for m in replies] == [
         "The publish failed because the entry already exists.",
         "已在源头修正 `$` 的问题。\n- 移除 `compile-runes` 额外步骤。\n\n**Note:** run `pnpm build` again."]

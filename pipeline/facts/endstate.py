@@ -785,6 +785,12 @@ def _confirmed(msgs: Sequence[Message]) -> int | None:
     return None
 
 
+_UNCHECKED = ("the final reply claims the work done, but nothing ran after the last change to the code and the user did "
+              "not confirm it")
+#: How every "unknown" of a claim the evidence put in doubt begins (unchecked, a problem still open, a failure unfixed).
+_CLAIM_IN_DOUBT = "the final reply claims"
+
+
 def _judge(msgs: list[Message]) -> EndVerdict:
     confirmed = _confirmed(msgs)
     if confirmed is not None and any(m.role == "assistant" for m in msgs[:confirmed]):
@@ -848,8 +854,7 @@ def _judge(msgs: list[Message]) -> EndVerdict:
         if _UNVERIFIED.search(_prose(final)) or _UNVERIFIED.search(replies[-1].reasoning or ""):
             return _verdict("unknown", "the final reply claims the work done but says it was not checked", msgs, at)
         if _unchecked_source_change(msgs):
-            return _verdict("unknown", "the final reply claims the work done, but nothing ran after the last change to "
-                            "the code and the user did not confirm it", msgs, at)
+            return _verdict("unknown", _UNCHECKED, msgs, at)
         return _verdict("resolved", "the final reply reports the work done and no later message contradicts it",
                         msgs, at)
     if final.rstrip().endswith(("?", "？")) and not closed:
@@ -859,12 +864,14 @@ def _judge(msgs: list[Message]) -> EndVerdict:
     answer = _answered(ask, tail) if last_turn == last_ask else None
     if answer is not None and last_ask is not None and any(t.action != "read" for t in file_touches(msgs[:last_ask])):
         # An answer says nothing of the work done before the question: "remind me which Python setup we used" after a
-        # fix of a reported problem that the reply itself says failed leaves it failed. The work is judged as it stood
-        # when the question came, if the ask before was for work (a question answered then is judged as one now).
+        # fix nothing checked leaves it in doubt, after one the reply said failed leaves it failed. The work is judged
+        # as it stood when the question came, if the ask before was for work (a question answered then is judged as one
+        # now), and when that judgement is against it or doubts its claim (no claim at all is neither).
         prior = next((i for i in range(last_ask - 1, -1, -1) if _kind(msgs[i]) == "ask"), None)
         if prior is not None and _answered(msgs[prior].content, msgs[prior + 1:last_ask]) is None:
             before = _judge(msgs[:last_ask])
-            if before.state in ("unresolved", "failed"):
+            if before.state in ("unresolved", "failed") or (before.state == "unknown"
+                                                            and before.reason.startswith(_CLAIM_IN_DOUBT)):
                 return replace(before, reason=f"{before.reason}; the questions after it were answered")
     if answer == "question":
         return _verdict("resolved", "the last ask was a question and the final reply answers it", msgs, at)

@@ -310,6 +310,8 @@ def _is_only_fences(segment: str) -> bool:
 #: "I'm planning to", "I'll reference specific files"); an answer reports what was done.
 _PLANNING = re.compile(r"\bI(?:['’]m| am| need| plan| will|['’]ll| should| want| think| could| must)\b|\bLet me\b")
 _TITLE_LINE = re.compile(r"^\*\*[^*\n]{2,120}\*\*\s*$")
+# A sentence run into the next with no space ("…to see what's wrong.I found the issue."): where reasoning ends.
+_RUN_ON = re.compile(r"(?<=[a-z)`'][.!?:])(?=[A-Z*#`])")
 # English planning run into the answer in another script: "…provide clear next steps in Chinese.已在源头修正 Svelte…".
 _INTO_CJK = re.compile(r"^(?P<pre>[\x00-\u024f’“”—–…]*[.!?])(?P<titles>)(?P<post>[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af].*)$")
 
@@ -325,6 +327,16 @@ def _glued_reasoning(text: str, copilot: bool) -> tuple[str, str]:
     kept: list[str] = []
     thought: list[str] = []
     paragraphs = text.split("\n\n")
+    if copilot and paragraphs[0].startswith("The user ") and len(paragraphs[0].split()) > 3:
+        # "The user wants me to… Let me look at it.I found the issue.": the reasoning speaks of the user; the answer
+        # starts where a sentence is run into the next with no space, else with the next paragraph.
+        head, *rest = paragraphs[0].split("\n")
+        glued = _RUN_ON.search(head)
+        if glued is not None:
+            thought.append(head[:glued.start()])
+            paragraphs[0] = "\n".join([head[glued.start():], *rest])
+        elif len(paragraphs) > 1:
+            thought.append(paragraphs.pop(0))
     if copilot and _TITLE_LINE.match(paragraphs[0]) and len(paragraphs) > 1 and _PLANNING.search(paragraphs[1]):
         thought.append(paragraphs.pop(0).strip().strip("*"))
         while paragraphs and _PLANNING.search(paragraphs[0].split("\n")[0]):
