@@ -176,9 +176,13 @@ def test_continue_and_yes_hand_the_turn_back_instead_of_closing() -> None:
 
 
 def test_answered_question_is_resolved_but_not_a_problem_or_a_disguised_request() -> None:
-    assert end(u("split cli.py"), *_write("w", "notes/cli.py"), a("Done."),
+    assert end(u("split cli.py"), *_write("w", "notes/cli.py"), *run("t", "pytest -q", "12 passed", 0), a("Done."),
                u("Does `notes --help` still list every command?"), a("Yes: the registry feeds the help text.")) \
         == "resolved"
+    # the answer checks nothing: a claim nothing ran on stays in doubt (b438393, on a new blind set's false success)
+    assert end(u("split cli.py"), *_write("w", "notes/cli.py"), a("Done."),
+               u("Does `notes --help` still list every command?"), a("Yes: the registry feeds the help text.")) \
+        == "unknown"
     assert end(u("还 pushTask 有必要吗？"), a("有必要：pushTask 还负责去重和持久化。")) == "resolved"
     assert end(u("1. 請直接輸出approach summary, 2. please direct me to the session file"),
                a("Summary: four pillars.\n\nSession file: `/Users/x/.claude/projects/a.jsonl`")) == "resolved"
