@@ -270,12 +270,14 @@ def faithfulness_violations(summary: SessionSummary, session: Session,
     distinct claim counts once. "After grounding" in the gate means this is measured on the
     final ``SessionSummary``, after the LLM summariser's own grounding step has dropped files it
     could not find: what is left must be fully grounded. A path ``facts`` derived (``cd x && echo >
-    y`` touched ``x/y``) is grounded too: it comes from the transcript by construction.
+    y`` touched ``x/y``) is grounded too, and so is its tail: it comes from the transcript by construction.
     """
     hay = _norm_text(transcript_text(session))
     derived = {_norm_text(f.path) for f in facts.files} if facts is not None else set()
+    # A derived path with a space in it ("d:/Code Project/app/.gitignore") is read back as its tail: a tail of one counts.
     return [(k, v) for k, v in claims(summary_text(summary))
-            if not (k == "path" and _norm_text(v) in derived) and not _grounded(k, v, hay)]
+            if not (k == "path" and any(d == (n := _norm_text(v)) or d.endswith((" " + n, "/" + n)) for d in derived))
+            and not _grounded(k, v, hay)]
 
 
 # --------------------------------------------------------------------------- language

@@ -440,6 +440,15 @@ def test_claims_and_grounding() -> None:
     claims = M.claims("Ran `pytest -q` on src/app.py, 48 passed in 3 steps; see https://x.io/a/b")
     assert ("code", "pytest -q") in claims and ("path", "src/app.py") in claims and ("number", "48") in claims
     assert not any(v == "3" for _k, v in claims)
+    # a path facts derived is grounded, and so is the tail the claim reader keeps of one with a space in it
+    from pipeline.models import Facts, FileTouch, Message, Phase, Session
+
+    summary = SessionSummary(title="t", goal="g", phases=(Phase(title="t", done="Wrote d:/Code Project/Wave/.gitignore."),),
+                             end_state="unknown", language="en", summarizer="extractive")
+    facts = Facts(files=(FileTouch(path="d:/Code Project/Wave/.gitignore", action="created"),))
+    session = Session(id="s", source="cli", messages=(Message(role="user", content='cd "d:\\Code Project\\Wave"'),))
+    assert M.faithfulness_violations(summary, session, facts) == []
+    assert M.faithfulness_violations(summary, session, Facts()) != []
     # a one-character span is a span: "`$` 的问题——`a.mjs`" pairs `$` and `a.mjs`, not "的问题——"
     assert [v for k, v in M.claims("修正 `$` 的问题——`compile-runes.mjs` 现在（`use-actor`）。 再执行 `x`") if k == "code"] == [
         "$", "compile-runes.mjs", "use-actor", "x"]

@@ -1146,6 +1146,10 @@ def test_powershell_file_cmdlets_and_a_folders_contents_moved() -> None:
         ("out.txt", "created", None), ("log.md", "modified", None)]
     assert shell_file_ops("Set-Content -Path config.json -Value '{}'; Get-Content a.ts") == [("config.json", "created", None)]
     assert shell_file_ops("if [ -f a.txt ]; then mv a.txt b.txt; fi") == [("a.txt", "deleted", None), ("b.txt", "moved", None)]
+    # shlex runs "))" together; an export that cut the chain short inside a quote still gives the commands before it
+    cut = ('cd "d:\\Code Project\\Wave"; git init; if (-not (Test-Path .gitignore)) { Set-Content -Path .gitignore '
+           '-Value "x" -Encoding utf8 }; git commit -m "init"; echo "exit: $LASTEXITCODE')
+    assert shell_file_ops(cut) == [(".gitignore", "created", "d:/Code Project/Wave")]
     move = ("New-Item -ItemType Directory -Force legacy | Out-Null; "
             "if (Test-Path frontend\\*) { Move-Item -Force frontend\\* legacy\\ }")
     got = _touched(("apply_patch", {"input": "*** Begin Patch\n*** Update File: frontend/main.js\n@@\n-a\n+b\n*** End Patch"},

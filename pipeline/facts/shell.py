@@ -170,8 +170,17 @@ def _tokens(command: str) -> list[str]:
             try:
                 tokens.extend(lex(line))
             except ValueError:
-                tokens.append(";")
+                # A one-line chain cut short ("…; git commit -m x; echo \"exit: $LASTEXITCODE"): its commands up to
+                # the cut still parse one by one; a piece whose quotes do not close is left out.
+                for piece in line.split(";"):
+                    try:
+                        tokens.extend(lex(piece))
+                    except ValueError:
+                        tokens.append(";")
     return tokens
+
+
+_PARENS = re.compile(r"[();]{2,}")
 
 
 def _segments(tokens: list[str]) -> Iterable[tuple[list[str], list[tuple[str, str]]]]:
@@ -186,7 +195,7 @@ def _segments(tokens: list[str]) -> Iterable[tuple[list[str], list[tuple[str, st
     for i in it:
         tok = tokens[i]
         nxt = tokens[i + 1] if i + 1 < len(tokens) else ""
-        if tok in _SEPARATORS:
+        if tok in _SEPARATORS or _PARENS.fullmatch(tok):  # shlex runs punctuation together: "))", ");"
             if quiet and tok == "||" and tokens[i + 1:i + 2] in (["true"], [":"]):
                 redirects = [(op, target) for op, target in redirects if op != ">>"]
             if words or redirects:
