@@ -63,6 +63,25 @@ def test_user_asks_skip_scaffolding_commands_pastes_and_acks() -> None:
     assert len(user_asks([u(long)])[0]) <= 300
 
 
+def test_a_spec_kit_command_asks_what_the_user_typed_with_it() -> None:
+    """GitHub spec-kit's commands (/speckit.specify …, in Codex and Claude Code) send their English template with the
+    user's words fenced under "## User Input": the words are the ask and the session's language; the template is
+    neither an ask, nor the source of decisions, nor evidence of English (a Korean session was summarised in English);
+    a command run with no input asks nothing of its own. A short answer ("A") is quoted, not "pasted output"."""
+    def speckit(typed: str) -> Message:
+        return u(f"\n## User Input\n\n```text\n{typed}\n```\n\nYou **MUST** consider the user input before proceeding."
+                 "\n\n## Outline\n\nPresent your recommended option prominently at the top with clear reasoning, "
+                 "instead of asking the user to choose between options.\n")
+    msgs = [speckit("docs/prd.md 파일 기반으로 스펙을 만들어줘."), a("스펙을 작성했습니다."), u("A"), a("좋습니다."),
+            speckit(""), a("계획을 생성 완료했습니다.")]
+    assert user_asks(msgs, "ko") == ["docs/prd.md 파일 기반으로 스펙을 만들어줘.", "A"]
+    s = sess(*msgs)
+    facts = derive_facts(s)
+    assert facts.language == "ko"
+    assert summarise_extractive(s, [], facts).decisions == ()
+    assert end(*msgs) == "resolved"  # "생성 완료했습니다": Korean reports the work done
+
+
 def test_a_hermes_skill_run_asks_what_the_user_typed_not_the_skill_text() -> None:
     """Hermes sends a skill run as the invocation notice, the whole SKILL.md and then the user's instruction; a cron
     job's prompt opens with a bracketed notice that itself holds brackets. The ask is what the user typed; a skill run

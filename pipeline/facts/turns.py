@@ -169,10 +169,18 @@ _SKILL_INVOKED = re.compile(r'\[IMPORTANT: The user (?:has invoked|launched this
                             r"(?:skill|stacked skill bundle|skill bundle)\b")
 
 
+# GitHub spec-kit's slash commands (/speckit.specify, /speckit.plan …, in Codex and Claude Code) send the command's
+# whole prompt with what the user typed in a fence under "## User Input": the English template is not their words.
+_SPECKIT_INPUT = re.compile(r"^\s*## User Input\s*\n+```(?:text)?\n(.*?)\n```", re.S)
+
+
 def user_words(text: str) -> str:
     """What the user typed in a user-role message, without the scaffolding Hermes puts around it: a skill's
     text and its invocation notice, and the bracketed ``[IMPORTANT: …]`` notices before it. A skill run with no
-    instruction asks for what the skill does (``_skill_ask``)."""
+    instruction asks for what the skill does (``_skill_ask``). A spec-kit command's prompt is the input typed with
+    it (``_SPECKIT_INPUT``): nothing when none was (the template is the tool's, and names no task of its own)."""
+    if text.lstrip().startswith("## User Input") and (m := _SPECKIT_INPUT.match(text)):
+        return m.group(1).strip()
     if "[IMPORTANT: " not in text and _SKILL_INSTRUCTION not in text:
         return text
     invoked = _SKILL_INVOKED.search(text)
@@ -213,10 +221,11 @@ _EDITOR_ASK = ("Verify this issue exists and fix it:",)
 def typed_by_user(msg: Message) -> bool:
     """A user-role message the person typed: not a carrier, harness scaffolding (compaction summaries,
     task notifications, command echoes, injected instructions), an IDE's tool notice, an ask the editor wrote
-    (``_EDITOR_ASK``) or a harness error line."""
+    (``_EDITOR_ASK``), a spec-kit command's template run with no input, or a harness error line."""
     text = msg.content.lstrip()
     return (msg.role == "user" and not msg.is_carrier and not harness_error(msg)
-            and not text.startswith(_HARNESS) and not text.startswith(_EDITOR_ASK) and not _NOTICE.match(text))
+            and not text.startswith(_HARNESS) and not text.startswith(_EDITOR_ASK) and not _NOTICE.match(text)
+            and not (text.startswith("## User Input") and not user_words(text)))  # a spec-kit template alone
 
 
 def _kind(msg: Message) -> str | None:

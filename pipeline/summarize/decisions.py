@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from pipeline.facts.turns import _kind, _live, _prose, _sentences
+from pipeline.facts.turns import _kind, _live, _prose, _sentences, user_words
 from pipeline.models import Decision, Message
 from pipeline.screen import Screen
 from pipeline.summarize.text import _CODE_SPAN, _LIST_MARK, _MARKUP, _UNITS, _clip, unmark
@@ -386,7 +386,7 @@ def decision_candidates(messages: Sequence[Message], *, recommendations: bool = 
             continue
         if m.role == "assistant" and not may_choose(_straight(m.content)):
             continue  # one scan of the reply instead of one per sentence: most replies choose nothing
-        for sentence in _sentences(_unwrapped(_prose(m.content) if m.role == "user" else _headings_joined(m.content))):
+        for sentence in _sentences(_unwrapped(_prose(user_words(m.content)) if m.role == "user" else _headings_joined(m.content))):
             plain = _straight(sentence)  # matched as straight; quoted as written (the spans are the same)
             correction = m.role == "user" and _CORRECTION.match(plain)
             if sentence.endswith(("?", "？")) or not (correction or chooses(plain)):
