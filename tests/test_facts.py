@@ -968,6 +968,22 @@ def test_copilot_edit_headers_name_the_file() -> None:
     assert edited(u("fix undo"), a(reply)) == ["/home/u/proj/src/undo.js"]
 
 
+def test_a_french_user_pasting_english_terminal_output_writes_french() -> None:
+    """Two asks that are a pasted `npm run dev` session (English, no log pattern knows them) and two typed in French:
+    the pasted blocks say nothing of the user's language (a new French session was summarised in English)."""
+    paste = ("user@MacBookPro SPEECHY % npm run dev\n\n> speechy@1.0.0 dev\n> concurrently \"npm run dev:renderer\" "
+             "\"npm run dev:electron\"\n\n[1] > speechy@1.0.0 dev:electron\n[1] > wait-on http://localhost:5173 && "
+             "electron .\n[0] VITE v5.4.0 ready in 312 ms\n[0] ➜ Local: http://localhost:5173/\n"
+             "[1] Error occurred in handler for 'transcribe': the audio stream was closed before the request finished\n")
+    got = derive_facts(session(
+        Message(role="user", content=paste), Message(role="assistant", content="I see the stream closes early."),
+        Message(role="user", content=paste + "\nEt voilà ce que ça donne quand je relance."),
+        Message(role="user", content="Ok donc en fait j'ai plusieurs problèmes. Quand je fais une pause, ça se coupe."),
+        Message(role="user", content="Alors, j'ai lancé l'application, c'est plutôt un beau travail."),
+    ))
+    assert got.language == "fr"
+
+
 def test_session_language_ignores_harness_text_in_the_user_role() -> None:
     """Task notifications and compaction summaries are English written by software, not the user's words."""
     from pipeline.facts.derive import derive_facts

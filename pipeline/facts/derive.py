@@ -55,7 +55,7 @@ from pipeline.facts.shell import (
     python_scripts,
     shell_file_ops,
 )
-from pipeline.facts.turns import typed_by_user, user_words
+from pipeline.facts.turns import split_paste, typed_by_user, user_words
 from pipeline.models import Chunk, Facts, FileAction, FileTouch, Message, Session, ToolCall
 
 COMMAND_TOOLS = frozenset({
@@ -1326,6 +1326,11 @@ def infer_root(messages: Sequence[Message]) -> str | None:
     return best[1] if best and best[1] not in ("/", "") else None
 
 
+def _typed_words(text: str) -> str:
+    split = split_paste(text)
+    return text if split is None else split[0]
+
+
 def work_root(session: Session) -> str | None:
     """Where the session's relative paths start: its cwd, its git root, else ``infer_root``."""
     return session.cwd or session.git_repo_root or infer_root([m for m in session.messages if not m.is_carrier])
@@ -1373,8 +1378,9 @@ def derive_facts(session: Session, chunks: Sequence[Chunk] | None = None) -> Fac
     models += [u.model for u in session.usage if u.model not in models]
     costs = [u.cost_usd for u in session.usage if u.cost_usd is not None]
     # Only what the user typed: a compaction summary or a stream of task notifications in the user role
-    # is English written by software, and can outweigh a Chinese user's own asks.
-    language = session_language((user_words(m.content) for m in messages if typed_by_user(m)),
+    # is English written by software, and can outweigh a Chinese user's own asks; so can the terminal output a
+    # French user pastes (``split_paste``: the block goes, the sentences around it stay).
+    language = session_language((_typed_words(user_words(m.content)) for m in messages if typed_by_user(m)),
                                 (m.content for m in messages if m.role == "assistant"))
     return Facts(
         files=tuple(file_touches(messages, work_root(session), source=session.source)),

@@ -85,6 +85,40 @@ _ACKS = _CONTINUE + _YES + _PLEASED + _OK
 _ACK_WORDS = re.compile("|".join(re.escape(w) for w in sorted(_CLOSERS + _ACKS, key=len, reverse=True)))
 
 
+#: A word's worth of text: a CJK character, or a word of two or more letters in any other script.
+UNITS = re.compile(r"[\u3400-\u9fff]|[^\W\d_\u3400-\u9fff]{2,}")
+
+#: A list item's mark ("- ", "2. ", "• "): what follows it may still be a typed sentence.
+_ITEM_MARK = re.compile(r"^(?:[-*•›]|\d{1,2}[.)、])\s+")
+#: A line no one types as a sentence: a comment or heading mark, a redirect or curl's "> "/"< "/"*   ", a bracket, a
+#: ``KEY=value`` line, a container log prefix ("backend  | …"), a shell prompt ("PS C:\\app>", "C:\\app>",
+#: "ana@box:~/app$ "), a column of a table.
+_MACHINE_LINE = re.compile(r"^(?:[#<>+|$\[{}()\\/~=@%&^`'\"]|\*\s{2,}|[\w.-]+=\S|[\w.-]+\s+\|\s"
+                           r"|PS [A-Za-z]:|[A-Za-z]:\\\S*>|[\w.-]+@[\w.-]+:\S*[$#]\s)|\s\|\s.*\s\|\s")
+
+
+def _typed_line(line: str) -> bool:
+    body = _ITEM_MARK.sub("", line)
+    return not _LOGLINE.match(line) and not _MACHINE_LINE.search(body) and len(UNITS.findall(body)) >= 3
+
+
+def split_paste(text: str) -> tuple[str, str] | None:
+    """(what the user typed, what they pasted) when an ask wraps a pasted block in a sentence or two: "the result
+    follows:" then a terminal session, an ``.env`` file, a container log. The block is three or more lines not typed as
+    sentences (``_typed_line``), at least half of those from its first to its last; the typed lines before and after
+    it are the ask. None when there is no such block (a typed list of requests is all sentences)."""
+    lines = [ln.strip() for ln in _FENCE.sub("\n", text).splitlines() if ln.strip()]
+    typed = [_typed_line(ln) for ln in lines]
+    machine = [i for i, t in enumerate(typed) if not t]
+    if len(machine) < 3:  # "with finally { Shutdown(); }": a snippet typed into the ask is part of it
+        return None
+    first, last = machine[0], machine[-1]
+    if 2 * len(machine) < last - first + 1:
+        return None
+    said = [ln for i, ln in enumerate(lines) if typed[i] and not first <= i <= last]
+    return "\n".join(said), "\n".join(lines[first:last + 1])
+
+
 def _live(messages: Sequence[Message]) -> list[Message]:
     return [m for m in messages if not m.is_carrier and not m.content.lstrip().startswith(_HARNESS)]
 

@@ -52,8 +52,6 @@ from pipeline.facts.endstate import (
 from pipeline.facts.lang import typed_prose
 from pipeline.facts.shell import forward_slashes
 from pipeline.facts.turns import (
-    _FENCE,
-    _LOGLINE,
     _has_prose,
     _kind,
     _live,
@@ -61,6 +59,7 @@ from pipeline.facts.turns import (
     _replies,
     _sentences,
     _until_closer,
+    split_paste,
     user_words,
 )
 from pipeline.models import (
@@ -161,7 +160,7 @@ def _trim_ask(text: str, limit: int = MAX_ASK, lang: str | None = None) -> str:
     text = _HARNESS_TAG.sub(" ", user_words(text))
     if lang is not None and not re.search(r"[^\W\d_]{2,}", typed_prose(text)) and len(text.strip()) > 12:
         return _pasted(text, lang)  # (a short answer, "A", "3", "y", is quoted as typed)
-    if lang is not None and (split := _split_paste(text)) is not None:
+    if lang is not None and (split := split_paste(text)) is not None:
         typed, paste = split
         label = _pasted(paste, lang)
         said = _trim_ask(typed, max(limit - len(label) - 1, limit // 2)) if typed else ""
@@ -183,36 +182,6 @@ def _trim_ask(text: str, limit: int = MAX_ASK, lang: str | None = None) -> str:
     return out or _clip(prose, limit)
 
 
-
-#: A list item's mark ("- ", "2. ", "• "): what follows it may still be a typed sentence.
-_ITEM_MARK = re.compile(r"^(?:[-*•›]|\d{1,2}[.)、])\s+")
-#: A line no one types as a sentence: a comment or heading mark, a redirect or curl's "> "/"< "/"*   ", a bracket, a
-#: ``KEY=value`` line, a container log prefix ("backend  | …"), a shell prompt ("PS C:\\app>", "C:\\app>",
-#: "ana@box:~/app$ "), a column of a table.
-_MACHINE_LINE = re.compile(r"^(?:[#<>+|$\[{}()\\/~=@%&^`'\"]|\*\s{2,}|[\w.-]+=\S|[\w.-]+\s+\|\s"
-                           r"|PS [A-Za-z]:|[A-Za-z]:\\\S*>|[\w.-]+@[\w.-]+:\S*[$#]\s)|\s\|\s.*\s\|\s")
-
-
-def _typed_line(line: str) -> bool:
-    body = _ITEM_MARK.sub("", line)
-    return not _LOGLINE.match(line) and not _MACHINE_LINE.search(body) and len(_UNITS.findall(body)) >= 3
-
-
-def _split_paste(text: str) -> tuple[str, str] | None:
-    """(what the user typed, what they pasted) when an ask wraps a pasted block in a sentence or two: "the result
-    follows:" then a terminal session, an ``.env`` file, a container log. The block is three or more lines not typed as
-    sentences (``_typed_line``), at least half of those from its first to its last; the typed lines before and after
-    it are the ask. None when there is no such block (a typed list of requests is all sentences)."""
-    lines = [ln.strip() for ln in _FENCE.sub("\n", text).splitlines() if ln.strip()]
-    typed = [_typed_line(ln) for ln in lines]
-    machine = [i for i, t in enumerate(typed) if not t]
-    if len(machine) < 3:  # "with finally { Shutdown(); }": a snippet typed into the ask is part of it
-        return None
-    first, last = machine[0], machine[-1]
-    if 2 * len(machine) < last - first + 1:
-        return None
-    said = [ln for i, ln in enumerate(lines) if typed[i] and not first <= i <= last]
-    return "\n".join(said), "\n".join(lines[first:last + 1])
 
 #: What the harness adds to a user's message (Claude Code's note of the file open in the IDE, a system reminder): not
 #: the user's words, and no title for what was asked.

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from pipeline.facts.turns import UNITS
+
 
 def _clip(text: str, limit: int) -> str:
     text = " ".join(text.split())
@@ -15,7 +17,7 @@ def _clip(text: str, limit: int) -> str:
 _LIST_MARK = re.compile(r"^(?:\d{1,3}|[A-Za-z])(?:[.)]\s+|、)")
 _NEXT_ITEM = re.compile(r"\n|\s(?:\d{1,3}|[A-Za-z])[.)]\s")
 _MARKUP = re.compile(r"\*\*|(?<!\S)#{1,6}(?=\s)")
-_UNITS = re.compile(r"[\u3400-\u9fff]|[^\W\d_\u3400-\u9fff]{2,}")  # a CJK character or a word in any other script
+_UNITS = UNITS  # a CJK character or a word in any other script (the facts layer's own measure)
 _CODE_SPAN = re.compile(r"`[^`\n]*`")
 #: Bold marks between a sentence's end and the next word ("…the global configuration.**Updating the client**", a
 #: reasoning summary's heading run on after the text) or between two bold runs ("snippet****Preparing"): taken out
