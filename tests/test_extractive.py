@@ -849,6 +849,20 @@ def test_reasoning_that_says_the_work_was_not_run_vetoes_the_claim() -> None:
     assert end(u("修复"), *edit, proud) == "resolved"
 
 
+
+def test_a_session_that_ends_on_a_passing_test_run_is_resolved() -> None:
+    """The export ends on the check itself ("PASS tests/message.pin.permission.http.test.ts"), run after the last
+    change: the evidence the issue asks for. A script or a dev server run last is no such check; a failing run is not."""
+    ask = u("Try again, there are env files now")
+    status = a("Postgres isn't reachable at localhost:5432. Rewriting the HTTP test to mock the permission check.")
+    edit = _tool("e", "patch", path="tests/setup-env.ts", old_string="a", new_string="b")
+    assert end(ask, status, *edit, *run("1", "npm test -- tests/message.pin.test.ts", "PASS tests/message.pin.test.ts", 0)) \
+        == "resolved"
+    assert end(ask, status, *edit, *run("2", "npm test", "FAIL tests/message.pin.test.ts", 1)) != "resolved"
+    assert end(ask, status, *edit, *run("3", "python research.py", "=== compare ===", 0)) != "resolved"
+    assert end(ask, status, *run("4", "npm test", "PASS", 0), *edit) != "resolved"  # the change came after the check
+
+
 def test_the_answer_to_what_was_the_issue_names_the_issue_and_fails_nothing() -> None:
     """"What was the issue with task-master?" after the work is done is answered by naming the issue; that answer
     reports no failure of the work (a new SpecStory session ended so, then "Ok thanks")."""

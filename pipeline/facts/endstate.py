@@ -411,6 +411,31 @@ def _checked_commit(command: str, result: Message) -> bool:
     return made is not None and _HOOK_CHECK.search(output, 0, made.start()) is not None
 
 
+def _ends_on_passing_check(tail: Sequence[Message]) -> int | None:
+    """Index in ``tail`` of the result it ends on, when that is a check (``_CHECK``: tests, a build, a type check; not a
+    one-line program) that ran after the tail's last change and did not fail; else None."""
+    last = next((i for i in range(len(tail) - 1, -1, -1) if tail[i].role != "system"), None)
+    if last is None or tail[last].role != "tool" or result_failed(tail[last]) or not tail[last].tool_call_id:
+        return None
+    call = next((c for m in tail[:last] for c in m.tool_calls if c.id == tail[last].tool_call_id), None)
+    if call is None or call.name.lower() not in COMMAND_TOOLS:
+        return None
+    command = _MESSAGE_ARG.sub(" ", call_command(call.arguments, tail[last]) or "")
+    if not _TEST_OR_BUILD.search(command):
+        return None
+    return last if not _unchecked_source_change(list(tail)) else None
+
+
+#: The checks a session may end on and be judged by: a test suite, a build, a type check. (A script or a request
+#: run last is exploration as often as a check: a Hermes run ended on one while its research went on.)
+_TEST_OR_BUILD = re.compile(
+    r"(?:^|[\s;&|(/])(?:pytest|py\.test|tox|nox|jest|vitest|mocha|playwright test|phpunit|rspec|go (?:test|build|vet)"
+    r"|cargo (?:test|build|check|clippy)|(?:npm|pnpm|yarn|bun)(?: --?[\w-]+(?:[= ]\S+)?)*(?: run)? (?:test|build"
+    r"|typecheck|type-check|lint)(?::[\w:-]+)?|npx (?:tsc|jest|vitest|playwright test)|tsc|vue-tsc|mvnw? (?:test|verify"
+    r"|package|install)|gradlew? (?:test|build|check)|dotnet (?:test|build)|make (?:test|check|build)|ctest"
+    r"|swift (?:build|test)|flutter (?:test|analyze)|mypy|pyright|ruff check|eslint)(?=\s|$)")
+
+
 def _changed_stems(msgs: Sequence[Message], results: dict[str, Message]) -> set[str]:
     """The module names of the source files the session changed (``league_service`` for
     ``app/services/league_service.py``): what a one-line program must name to exercise the change."""
@@ -830,6 +855,11 @@ def _judge(msgs: list[Message]) -> EndVerdict:
         if cut is not None:
             return _verdict("failed", "the run stopped on a harness error before any reply", msgs, cut)
         return _verdict("unresolved", "the last ask got no reply", msgs, last_turn)
+    if not closed and (check := _ends_on_passing_check(tail)) is not None:
+        # The export ends on the check itself ("PASS tests/message.pin.permission.http.test.ts"), after the last
+        # change: the evidence the issue asks for, with nothing later to contradict it.
+        return _verdict("resolved", "the session ends on a check that passed after the last change", msgs,
+                        last_turn + 1 + check)
     if not closed and _cut_off(tail, final):
         return _verdict("unresolved", "the agent stopped mid-work", msgs, at)
     # A review's findings are about what it reviews: only the agent's own failure counts there.
