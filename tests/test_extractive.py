@@ -80,6 +80,14 @@ def test_a_spec_kit_command_asks_what_the_user_typed_with_it() -> None:
     assert facts.language == "ko"
     assert summarise_extractive(s, [], facts).decisions == ()
     assert end(*msgs) == "resolved"  # "생성 완료했습니다": Korean reports the work done
+    # BMAD-METHOD's agent command sends the agent's persona file: no ask, no language evidence
+    persona = u("You must fully embody this agent's persona and follow all activation instructions exactly as "
+                "specified. NEVER break character until given an exit command.\n<agent-activation CRITICAL=\"TRUE\">"
+                "\n1. LOAD the persona file and present the menu of commands to the user before doing anything else."
+                "\n</agent-activation>")
+    msgs = [persona, a("Menu: 1. CH 2. SC"), u("implémente git flow dans mon projet"), a("C'est fait.")]
+    assert user_asks(msgs, "fr") == ["implémente git flow dans mon projet"]
+    assert derive_facts(sess(*msgs)).language == "fr"
 
 
 def test_a_hermes_skill_run_asks_what_the_user_typed_not_the_skill_text() -> None:

@@ -24,6 +24,8 @@ from pipeline.facts.lang import detect_language, guess_language, session_languag
         ("napraw błąd na stronie logowania, nie działa", "pl"),
         ("giriş sayfasındaki hatayı düzeltir misin? çalışmıyor", "tr"),
         ("Hãy sửa lỗi đăng nhập giúp tôi và thêm test", "vi"),
+        # Vietnamese typed without tone marks, as many do on an English keyboard
+        ("gio chung ta lam viec trong thu muc aos nhe. toi muon hoc hoi tu mo hinh nay", "vi"),
         ("tolong perbaiki bug di halaman login, tidak bisa masuk", "id"),
     ],
 )

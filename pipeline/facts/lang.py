@@ -104,7 +104,11 @@ _STOPWORDS: dict[str, frozenset[str]] = {
     "tr": frozenset(["bir", "ve", "bu", "için", "ile", "çok", "değil", "var", "yok", "mı", "mi", "nasıl", "neden",
                      "lütfen", "şu", "ama", "çalışmıyor", "misin"]),
     "vi": frozenset(["không", "của", "và", "là", "có", "được", "cho", "này", "một", "những", "tôi", "bạn", "giúp",
-                     "lỗi", "hãy", "với", "thêm"]),
+                     "lỗi", "hãy", "với", "thêm",
+                     # typed without tone marks ("toi muon hoc hoi", "ban dang hoat dong tren may nao"): the words
+                     # no other language here spells so
+                     "toi", "khong", "duoc", "nhung", "cua", "voi", "nhe", "minh", "giup", "chao", "dang", "chung",
+                     "tren", "trong", "muon", "tiep", "tuc", "phien", "xoa", "lam", "nao"]),
     "id": frozenset(["yang", "dan", "ini", "itu", "tidak", "bisa", "untuk", "dengan", "saya", "tolong", "apa", "ada",
                      "akan", "sudah", "belum", "kenapa", "perbaiki"]),
 }

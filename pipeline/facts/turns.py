@@ -208,6 +208,11 @@ _SKILL_INVOKED = re.compile(r'\[IMPORTANT: The user (?:has invoked|launched this
 _SPECKIT_INPUT = re.compile(r"^\s*## User Input\s*\n+```(?:text)?\n(.*?)\n```", re.S)
 
 
+# BMAD-METHOD's agent commands send the agent's whole persona file ("You must fully embody this agent's persona and
+# follow all activation instructions…"): the tool's text, no ask and no evidence of the user's language.
+_PERSONA_LOAD = "You must fully embody this agent's persona"
+
+
 def user_words(text: str) -> str:
     """What the user typed in a user-role message, without the scaffolding Hermes puts around it: a skill's
     text and its invocation notice, and the bracketed ``[IMPORTANT: …]`` notices before it. A skill run with no
@@ -215,6 +220,8 @@ def user_words(text: str) -> str:
     it (``_SPECKIT_INPUT``): nothing when none was (the template is the tool's, and names no task of its own)."""
     if text.lstrip().startswith("## User Input") and (m := _SPECKIT_INPUT.match(text)):
         return m.group(1).strip()
+    if text.lstrip().startswith(_PERSONA_LOAD):
+        return ""
     if "[IMPORTANT: " not in text and _SKILL_INSTRUCTION not in text:
         return text
     invoked = _SKILL_INVOKED.search(text)
@@ -259,7 +266,7 @@ def typed_by_user(msg: Message) -> bool:
     text = msg.content.lstrip()
     return (msg.role == "user" and not msg.is_carrier and not harness_error(msg)
             and not text.startswith(_HARNESS) and not text.startswith(_EDITOR_ASK) and not _NOTICE.match(text)
-            and not (text.startswith("## User Input") and not user_words(text)))  # a spec-kit template alone
+            and not (text.startswith(("## User Input", _PERSONA_LOAD)) and not user_words(text)))  # a tool's template
 
 
 def _kind(msg: Message) -> str | None:
