@@ -82,9 +82,9 @@ _DONE = re.compile(
     # Japanese: "ビルドが成功しました", "修正しました", "エラーは解消済みです", "対応完了"
     r"|(?:完了|成功|修正|解消|対応|追加|更新|削除|実装|作成|変更|反映|プッシュ|コミット|マージ|デプロイ|インストール|保存|設定"
     r"|適用|生成|移動|置換|統合|導入|整理|書き換え|書き直し)(?:しました|いたしました|済み|完了)"
-    # Korean: "생성 완료했습니다", "수정했습니다", "테스트가 통과했습니다"
+    # Korean, formal and casual: "생성 완료했습니다", "수정했습니다", "테스트가 통과했습니다", "만들어뒀어"
     r"|(?:완료|수정|추가|생성|해결|업데이트|반영|푸시|커밋|배포|설치|적용|변경|구현|작성|삭제|저장)(?:을 |를 )?(?:했습니다|하였습니다"
-    r"|했어요|됐습니다|되었습니다|완료)|통과했습니다"
+    r"|했어요|했어|됐습니다|되었습니다|됐어|완료)|통과했(?:습니다|어요|어)|만들었(?:습니다|어요|어)|만들어\s?(?:뒀|놨)어"
     # pt/es/fr/de: the session's own language, since replies follow the user
     r"|\b(?:conclu[íi]d[oa]s?|resolvid[oa]s?|corrigid[oa]s?|com sucesso|resuelt[oa]s?|corregid[oa]s?|con éxito"
     r"|terminé|corrigée?s?|résolue?s?|erledigt|behoben|gelöst"
