@@ -81,6 +81,7 @@ def test_a_spec_kit_command_asks_what_the_user_typed_with_it() -> None:
     assert summarise_extractive(s, [], facts).decisions == ()
     assert end(*msgs) == "resolved"  # "생성 완료했습니다": Korean reports the work done
     assert end(u("단축 라우트 만들어줘"), a("만들어뒀어. 검증도 했어.")) == "resolved"  # and so does casual Korean
+    assert end(u("PR 的格式好像有點不固定"), a("已統一 PR 描述格式，更新了兩個 skill。")) == "resolved"  # "已統一", "更新了"
     # BMAD-METHOD's agent command sends the agent's persona file: no ask, no language evidence
     persona = u("You must fully embody this agent's persona and follow all activation instructions exactly as "
                 "specified. NEVER break character until given an exit command.\n<agent-activation CRITICAL=\"TRUE\">"
