@@ -392,7 +392,7 @@ def test_local_llm_on_the_test_part_never_claims_a_false_success_nor_leaks(run: 
 #: Measured 2026-12-04 (keyword judge): decisions 0.41 (the extractive summary on the same 17: 0.47), output files
 #: 0.73 / 0.44 (the same facts as the extractive note), language 0.94 (extractive: 0.88), end state 0.82, 0 false
 #: successes. The model does not beat the extractive summary on the test part, so `auto` keeps the extractive one.
-LOCAL_LLM_TEST_GATE_MISSES = ("output-file recall", "output-file precision", "decision recall", "language right")
+LOCAL_LLM_TEST_GATE_MISSES = ("output-file recall", "decision recall", "end state right", "language right")
 
 
 @pytest.mark.xfail(strict=True, reason="local model, test part: not met yet: " + ", ".join(LOCAL_LLM_TEST_GATE_MISSES))
