@@ -414,8 +414,8 @@ def _checked_commit(command: str, result: Message) -> bool:
 
 
 def _ends_on_passing_check(tail: Sequence[Message]) -> int | None:
-    """Index in ``tail`` of the result it ends on, when that is a check (``_CHECK``: tests, a build, a type check; not a
-    one-line program) that ran after the tail's last change and did not fail; else None."""
+    """Index in ``tail`` of the result it ends on, when that is a check (``_TEST_OR_BUILD``: tests, a build, a type
+    check) that ran after the tail's last change and did not fail; else None."""
     last = next((i for i in range(len(tail) - 1, -1, -1) if tail[i].role != "system"), None)
     if last is None or tail[last].role != "tool" or result_failed(tail[last]) or not tail[last].tool_call_id:
         return None
