@@ -848,6 +848,25 @@ def test_a_question_after_failed_work_and_a_reply_pasted_back_decide_nothing() -
     assert v.state != "resolved" and "question" not in v.reason
 
 
+
+def test_questions_after_a_fix_whose_answer_finds_it_broken_leave_it_in_doubt() -> None:
+    """A blind set's false success: after the fix, "what did you correct?" is answered with "your page.tsx is not what
+    I fixed: it lacks the third post and has typos, switch to agent mode and I'll do it", then one more question.
+    The answers found the change broken; nothing fixed it after. Scripts an analysis created are no such change."""
+    fix = (u("the blog post page gives 404"), *_tool("e", "patch", path="app/blog/page.tsx", old_string="a", new_string="b"),
+           a("Fixed: the slug page now loads, 200 after restarting the server."))
+    broken = a("Your current page.tsx is not identical to those fixes. There are still errors in page.tsx: the third "
+               "post is missing. Switch to agent mode and I will fix it.")
+    qa = (u("what did you correct compared to before?"), broken, u("and if I wrote const slug = await params?"),
+          a("No: that is not equivalent, slug would be the whole object."))
+    assert end(*fix, *qa) == "unknown"
+    assert end(*fix, u("what did you correct compared to before?"), a("The slug route and the list page."),
+               u("and if I wrote const slug = await params?"), a("No: that is not equivalent.")) == "resolved"
+    script = _tool("w", "write_file", path="analysis/compare.py", content="print(1)")
+    assert end(u("can description similarity identify Valve games?"), *script, a("No, it cannot reliably tell."),
+               u("and tags?"), a("Tags work better: 0.8 precision."), u("and genres?"), a("Less: 0.6.")) == "resolved"
+
+
 def test_reasoning_that_says_the_work_was_not_run_vetoes_the_claim() -> None:
     """The reasoning behind the final reply counts against its claim, never for it: "…mention tests weren't run"."""
     edit = _tool("e", "patch", path="README.md", old_string="a", new_string="b")

@@ -815,6 +815,20 @@ def _confirmed(msgs: Sequence[Message]) -> int | None:
     return None
 
 
+def _problem_in_answers(msgs: Sequence[Message], prior: int, last_ask: int) -> int | None:
+    """Index of a reply that reports a problem still open (``reported_problem``) among the answers to the run of
+    questions that ends the session (the asks from ``prior`` back, each answered without work), not the last answer,
+    whose problem words belong to what it was asked; else None."""
+    asks = [i for i in range(prior + 1) if _kind(msgs[i]) == "ask"]
+    run_start = prior
+    for j in range(len(asks) - 1, 0, -1):  # walk back while the earlier ask was a question answered too
+        if _answered(msgs[asks[j - 1]].content, msgs[asks[j - 1] + 1:asks[j]]) is None:
+            break
+        run_start = asks[j - 1]
+    return next((i for i in range(run_start + 1, last_ask) if msgs[i].role == "assistant" and msgs[i].content.strip()
+                 and reported_problem(msgs[i].content) is not None), None)
+
+
 _UNCHECKED = ("the final reply claims the work done, but nothing ran after the last change to the code and the user did "
               "not confirm it")
 #: How every "unknown" of a claim the evidence put in doubt begins (unchecked, a problem still open, a failure unfixed).
@@ -908,6 +922,12 @@ def _judge(msgs: list[Message]) -> EndVerdict:
             if before.state in ("unresolved", "failed") or (before.state == "unknown"
                                                             and before.reason.startswith(_CLAIM_IN_DOUBT)):
                 return replace(before, reason=f"{before.reason}; the questions after it were answered")
+        elif prior is not None and any(t.action not in ("read", "created") for t in file_touches(msgs[:prior])) \
+                and (said := _problem_in_answers(msgs, prior, last_ask)) is not None:
+            # Questions all along since a change to the project's files: one answer found the change broken ("il tuo
+            # [slug]/page.tsx attuale non è identico a quelle correzioni… lo faccio io") and nothing fixed it after.
+            # (Scripts an analysis created are no such change: its answers' problems are what the data shows.)
+            return _verdict("unknown", "an answer after the work reports a problem in it still open", msgs, said)
     if answer == "question":
         return _verdict("resolved", "the last ask was a question and the final reply answers it", msgs, at)
     if answer == "review":
