@@ -984,6 +984,20 @@ def test_a_french_user_pasting_english_terminal_output_writes_french() -> None:
     assert got.language == "fr"
 
 
+def test_a_subagents_report_with_an_entry_per_file_names_its_files() -> None:
+    """A Task subagent's report lists each changed file as a bold entry ("**1. `a.kt`** (`/w/app/src/a.kt`)") with its
+    changes as bullets under it: each entry is a file (its longest spelling), the bullets name none."""
+    from pipeline.facts.derive import subagent_files
+
+    report = ("Here is a summary of all changes made:\n\n## Summary of Changes\n\n### Files Modified\n\n"
+              "**1. `RegisterViewModel.kt`** (`/w/app/src/viewmodel/RegisterViewModel.kt`)\n\n"
+              "- Added `RegisterUiState` data class\n- Replaced `context as Activity` casts\n\n"
+              "**2. `RegisterActivity.kt`** (`/w/app/src/view/RegisterActivity.kt`)\n\n- Collects the effects\n\n"
+              "### Files Reviewed\n\n**1. `RegisterRepository.kt`** (`/w/app/src/RegisterRepository.kt`)\n")
+    assert subagent_files(report) == [("/w/app/src/viewmodel/RegisterViewModel.kt", "modified"),
+                                      ("/w/app/src/view/RegisterActivity.kt", "modified")]
+
+
 def test_session_language_ignores_harness_text_in_the_user_role() -> None:
     """Task notifications and compaction summaries are English written by software, not the user's words."""
     from pipeline.facts.derive import derive_facts
@@ -1166,6 +1180,7 @@ def test_powershell_file_cmdlets_and_a_folders_contents_moved() -> None:
     cut = ('cd "d:\\Code Project\\Wave"; git init; if (-not (Test-Path .gitignore)) { Set-Content -Path .gitignore '
            '-Value "x" -Encoding utf8 }; git commit -m "init"; echo "exit: $LASTEXITCODE')
     assert shell_file_ops(cut) == [(".gitignore", "created", "d:/Code Project/Wave")]
+    assert shell_file_ops('cd "d:\\w" && dir /s /b "app\\blog" 2>nul > NUL') == []  # Windows's null device
     move = ("New-Item -ItemType Directory -Force legacy | Out-Null; "
             "if (Test-Path frontend\\*) { Move-Item -Force frontend\\* legacy\\ }")
     got = _touched(("apply_patch", {"input": "*** Begin Patch\n*** Update File: frontend/main.js\n@@\n-a\n+b\n*** End Patch"},

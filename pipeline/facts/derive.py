@@ -1240,6 +1240,8 @@ _CREATED = re.compile(r"\bcreat|\bnew\b|\badded\b|新建|创建|新增", re.I)
 _READ_ONLY = re.compile(r"\b(?:read|reviewed|inspected|explored|examined|analy[sz]ed|looked)\b|查看|阅读|分析", re.I)
 _HEADING = re.compile(r"^\s*(?:#{1,6}\s+|\*\*|__)?(.+?)(?:\*\*|__)?\s*(?:[:：]\s*(.*))?$")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+(.+)$")
+#: A file's own entry in a report's files section: a bold line or a small heading, maybe numbered ("**1. `a.kt`**").
+_ENTRY = re.compile(r"^\s*(?:\*\*|#{3,6}\s+)(?:\d{1,2}[.)]\s*)?(.{3,300})$")
 
 
 def _first_path(text: str) -> str | None:
@@ -1249,6 +1251,11 @@ def _first_path(text: str) -> str | None:
             return m.group(1)
     m = _SHOWN_PATH.search(text) or _PROSE_PATH.search(text)
     return m.group(1) if m else None
+
+
+def _longest_path(text: str) -> str | None:
+    """The longest of the paths a line names before and inside its parentheses ("`a.kt` (`/w/app/src/a.kt`)")."""
+    return max(filter(None, (_first_path(part) for part in text.split("(", 1))), key=len, default=None)
 
 
 def subagent_files(text: str, parsed: dict[str, Any] | None = None) -> list[tuple[str, FileAction]]:
@@ -1273,6 +1280,11 @@ def subagent_files(text: str, parsed: dict[str, Any] | None = None) -> list[tupl
                 found.append((path, action))
             continue
         if not line.strip():
+            continue
+        # "**1. `RegisterViewModel.kt`** (`/Users/…/viewmodel/RegisterViewModel.kt`)", its changes as bullets under it:
+        # the entry names the file (the longest spelling of it), the bullets name none.
+        if action and (entry := _ENTRY.match(line)) and (path := _longest_path(entry.group(1))):
+            found.append((path, action))
             continue
         action = None
         # A heading is short; a long line is prose (and the heading pattern backtracks on it).

@@ -48,6 +48,8 @@ _WINDOWS_SHELLS = frozenset({"pwsh", "powershell", "cmd"})
 _NAME_CHAR = re.compile(r"\w")
 _RUN_FLAGS = frozenset({"-command", "-c", "/c", "/k"})
 _NOT_FILES = ("/dev/", "/proc/")
+#: Windows's device names: no file, in whatever folder they are written ("2>nul", "> NUL", "> con").
+_WINDOWS_DEVICES = frozenset({"nul", "nul:", "con", "con:", "prn", "aux"})
 #: Folders that macOS shows as one item: copying or installing an app is not writing a file.
 _BUNDLE = re.compile(r"\.(?:app|framework|bundle|kext|plugin|xcodeproj|xcworkspace|xcassets|lproj|dSYM)$")
 _ENV_ASSIGN = re.compile(r"^[A-Za-z_]\w*=")
@@ -110,6 +112,8 @@ def normalise_path(path: str, cwd: str | None, base: str | None = None, *, liter
             path = home + path[1:]
     if path.startswith(_NOT_FILES) or path in ("/dev/null", "/dev/stdout", "/dev/stderr") or _BUNDLE.search(path.rstrip("/")):
         return None
+    if posixpath.basename(path).lower() in _WINDOWS_DEVICES:
+        return None  # cmd's "2>nul": Windows's /dev/null, in any folder
     path = posixpath.normpath(path)
     root = posixpath.normpath(cwd) if cwd else None
     if root and is_absolute(path) and path.startswith(root.rstrip("/") + "/"):
