@@ -329,8 +329,8 @@ def _cmdlet_ops(cmd: str, args: list[str], base: str | None) -> list[tuple[str, 
     paths = [x for x in named.get("-path", named.get("-literalpath", named.get("-filepath", ""))).split(",") if x]
     if cmd in ("move-item", "copy-item"):
         srcs = paths or pos[:1]
-        dest = named.get("-destination") or (pos[1] if paths == [] and len(pos) > 1 else pos[0] if paths and pos
-                                              else None)
+        rest = pos if paths else pos[1:]  # "Move-Item a b", "Move-Item -Path a b": the next positional is the target
+        dest = named.get("-destination") or (rest[0] if rest else None)
         return _move_ops("mv" if cmd == "move-item" else "cp", srcs, dest, "-recurse" in (a.lower() for a in args),
                          base) if dest else []
     if cmd == "remove-item":
