@@ -186,13 +186,13 @@ def _group(m: re.Match[str], text: str, *names: str) -> str | None:
 # tool results often are. A bare value may contain ``&`` unless it starts the next ``name=`` param.
 _BARE = r"[^\s\"'`,;&)}\]<>\\]"
 _VALUE = (
-    r"(?:\\?\"(?P<v1>[^\"\\\n]*)\\?\"|'(?P<v2>[^'\n]*)'|(?P<v3>"
+    r"(?:\\?\"(?P<v1>[^\"\\\n]*)\\?\"|'(?P<v2>[^'\n]*)'|`(?P<v4>[^`\n]*)`|(?P<v3>"
     + _BARE
     + r"+(?:&(?![A-Za-z0-9_.\-]+=)"
     + _BARE
     + r"*)*))"
 )
-_VALUE_GROUPS = ("v1", "v2", "v3")
+_VALUE_GROUPS = ("v1", "v2", "v4", "v3")  # v4: a value quoted as code, "secret: `…`"
 
 
 class _Relabel(Exception):
@@ -467,8 +467,9 @@ RULES: tuple[Rule, ...] = (
     # Generic key/value in code, JSON, YAML, URLs: password=..., "api_key": "...", ?token=...
     _rule(
         "SECRET",
-        _KV_NAMES + r"(?![a-z0-9_])\\?[\"']?[ \t]*(?::|=>|=)[ \t]*" + _VALUE,
-        _KV_PRE + r"[a-z0-9_]*\\?[\"']?[ \t]*[:=]",
+        # (also "the password is `…`": a value a reply quotes as code after "is")
+        _KV_NAMES + r"(?![a-z0-9_])\\?[\"']?[ \t]*(?::|=>|=|(?<=[ \t])(?:is|was)(?=[ \t]*`))[ \t]*" + _VALUE,
+        _KV_PRE + r"[a-z0-9_]*\\?[\"']?[ \t]*(?:[:=]|(?:is|was)[ \t]*`)",
         _judge_named,
         lower=True,
     ),

@@ -32,6 +32,18 @@ def test_idempotent_and_context_kept():
     assert "postgres://app:" in out and "@db.internal:5432/prod" in out
 
 
+def test_a_secret_a_reply_quotes_as_code_after_its_name():
+    """A reply's Markdown quotes the value it set: "the new secret: `n/Cou…=`", "the password is `…`" (a JWT secret
+    reached a note on a new blind set). A name's own mention ("stored in `.env`") and placeholders stay."""
+    jwt = "n/Cou2yd6rzNZAnEFzUJESfMhGRoF8G9RY3s495khMg="
+    assert jwt not in redact(f"Updated `.env` file with the new secret: `{jwt}`")
+    assert "hunter2Xy9" not in redact("the password is `hunter2Xy9`")
+    assert "abc123def456ghi789jkl" not in redact("token: `abc123def456ghi789jkl`")
+    for text in ("the secret is stored in `.env`", "api_key: `os.environ['KEY']`", "secret: `<your-secret>`",
+                 "the password is required", "the token is `null`"):
+        assert redact(text) == text, text
+
+
 def test_all_secrets_in_one_blob():
     blob = "\n".join(s.context for s in SECRETS)
     out = redact(blob)
