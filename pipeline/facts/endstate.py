@@ -656,6 +656,9 @@ class EndVerdict:
     reason: str
     index: int | None = None
     quote: str = ""
+    #: An "unknown" that doubts a claim of done (nothing checked it, a problem or a failure is still open), as against
+    #: one with no claim at all: a question answered after it leaves the doubt standing.
+    doubted: bool = False
 
 
     @property
@@ -664,13 +667,14 @@ class EndVerdict:
         return f"{self.reason} ({self.quote})" if self.quote else self.reason
 
 
-def _verdict(state: EndState, reason: str, msgs: Sequence[Message] = (), index: int | None = None) -> EndVerdict:
+def _verdict(state: EndState, reason: str, msgs: Sequence[Message] = (), index: int | None = None, *,
+             doubted: bool = False) -> EndVerdict:
     quote = ""
     if index is not None and 0 <= index < len(msgs):
         m = msgs[index]
         words = " ".join((_prose(m.content) or m.content).split())
         quote = f"{m.role}: {words[:117] + '…' if len(words) > 120 else words}"
-    return EndVerdict(state, reason, index, quote)
+    return EndVerdict(state, reason, index, quote, doubted)
 
 
 def last_phase_outcome(outcome: str, end_state: str) -> str:
@@ -829,12 +833,6 @@ def _problem_in_answers(msgs: Sequence[Message], prior: int, last_ask: int) -> i
                  and reported_problem(msgs[i].content) is not None), None)
 
 
-_UNCHECKED = ("the final reply claims the work done, but nothing ran after the last change to the code and the user did "
-              "not confirm it")
-#: How every "unknown" of a claim the evidence put in doubt begins (unchecked, a problem still open, a failure unfixed).
-_CLAIM_IN_DOUBT = "the final reply claims"
-
-
 def _judge(msgs: list[Message]) -> EndVerdict:
     confirmed = _confirmed(msgs)
     if confirmed is not None and any(m.role == "assistant" for m in msgs[:confirmed]):
@@ -890,20 +888,24 @@ def _judge(msgs: list[Message]) -> EndVerdict:
                         msgs, last_ask)
     if _claims_done(final):
         if unfixed:
-            return _verdict("unknown", "the final reply claims success but a tool failure is unfixed", msgs, at)
+            return _verdict("unknown", "the final reply claims success but a tool failure is unfixed", msgs, at,
+                            doubted=True)
         if closed:
             return _verdict("resolved", "the user closed the work", msgs, closer)
         if _waits_for_input(final):
             return _verdict("unresolved", "the final reply claims progress but waits for the user's input, never given",
                             msgs, at)
         if reported_problem(final) is not None:
-            return _verdict("unknown", "the final reply claims success but reports a problem still open", msgs, at)
+            return _verdict("unknown", "the final reply claims success but reports a problem still open", msgs, at,
+                            doubted=True)
         # The reasoning behind the final reply counts against the claim, never for it ("…and mention tests weren't run",
         # glued into a Copilot reply): the agent's own account that nothing checked the work.
         if _UNVERIFIED.search(_prose(final)) or _UNVERIFIED.search(replies[-1].reasoning or ""):
-            return _verdict("unknown", "the final reply claims the work done but says it was not checked", msgs, at)
+            return _verdict("unknown", "the final reply claims the work done but says it was not checked", msgs, at,
+                            doubted=True)
         if _unchecked_source_change(msgs):
-            return _verdict("unknown", _UNCHECKED, msgs, at)
+            return _verdict("unknown", "the final reply claims the work done, but nothing ran after the last change to "
+                            "the code and the user did not confirm it", msgs, at, doubted=True)
         return _verdict("resolved", "the final reply reports the work done and no later message contradicts it",
                         msgs, at)
     if final.rstrip().endswith(("?", "？")) and not closed:
@@ -919,8 +921,7 @@ def _judge(msgs: list[Message]) -> EndVerdict:
         prior = next((i for i in range(last_ask - 1, -1, -1) if _kind(msgs[i]) == "ask"), None)
         if prior is not None and _answered(msgs[prior].content, msgs[prior + 1:last_ask]) is None:
             before = _judge(msgs[:last_ask])
-            if before.state in ("unresolved", "failed") or (before.state == "unknown"
-                                                            and before.reason.startswith(_CLAIM_IN_DOUBT)):
+            if before.state in ("unresolved", "failed") or before.doubted:
                 return replace(before, reason=f"{before.reason}; the questions after it were answered")
         elif prior is not None and any(t.action not in ("read", "created") for t in file_touches(msgs[:prior])) \
                 and (said := _problem_in_answers(msgs, prior, last_ask)) is not None:
