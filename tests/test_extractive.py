@@ -867,6 +867,36 @@ def test_questions_after_a_fix_whose_answer_finds_it_broken_leave_it_in_doubt() 
                u("and tags?"), a("Tags work better: 0.8 precision."), u("and genres?"), a("Less: 0.6.")) == "resolved"
 
 
+def test_a_fix_for_a_failure_the_user_pasted_stays_in_doubt_until_it_is_run() -> None:
+    """A blind set's false success: a chat export with no tools (edits shown as bare diff blocks) where the user runs
+    each command and pastes the output. The last pasted run failed, the agent changed the code, and the user asked for
+    a summary "for the record": the answer says nothing of the fix, which nothing ran. Not "resolved"."""
+    failed_run = u("(venv) root@box:/data/app# torchrun generate.py --ckpt_dir /data/models\n"
+                   "Traceback (most recent call last):\n  File \"/data/app/generate.py\", line 12, in <module>\n"
+                   "    audio = encoder(x)\nRuntimeError: Input type (torch.FloatTensor) and weight type "
+                   "(torch.HalfTensor) should be the same")
+    fix = a("The audio encoder runs in half precision. Change it to float32:\n\n```diff\n-    encoder.half()\n"
+            "+    encoder.float()\n```\n\nRun the same command again.")
+    summary = (u("Summarize what we changed so I can keep a record"),
+               a("## Summary\n\n1. flash-attn needs compute capability 8.0, so eager attention is used.\n"
+                 "2. The audio encoder now runs in float32."))
+    start = (u("How do I run this project on my V100 machine?"), a("Install the requirements with uv, then run torchrun."))
+    v = _verdict(*start, failed_run, fix, *summary, source="specstory")
+    assert v.state == "unknown" and "the user showed failed" in v.reason, v
+    # the user ran the fix and pasted a clean run: the summary comes after work that holds
+    clean_run = u("(venv) root@box:/data/app# torchrun generate.py --ckpt_dir /data/models\n"
+                  "[2026-07-14 10:12:01] INFO loading model\n[2026-07-14 10:14:30] INFO saved out.mp4\n"
+                  "[2026-07-14 10:14:31] INFO done")
+    assert end(*start, failed_run, fix, clean_run, a("It ran through and saved the video."), *summary,
+               source="specstory") == "resolved"
+    # or said in words that it works now
+    assert end(*start, failed_run, fix, u("it works now"), a("Great."), *summary, source="specstory") == "resolved"
+    # a reply claiming the fix done is no run of it either
+    claim = a("Fixed: the encoder now runs in float32.\n\n```diff\n-    encoder.half()\n+    encoder.float()\n```")
+    assert end(*start, failed_run, claim, source="specstory") == "unknown"
+    assert end(*start, failed_run, claim, u("it works now, thanks"), source="specstory") == "resolved"
+
+
 def test_reasoning_that_says_the_work_was_not_run_vetoes_the_claim() -> None:
     """The reasoning behind the final reply counts against its claim, never for it: "…mention tests weren't run"."""
     edit = _tool("e", "patch", path="README.md", old_string="a", new_string="b")

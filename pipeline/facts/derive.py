@@ -937,6 +937,13 @@ def _is_diff(block: re.Match[str]) -> bool:
 _EXISTING_CODE = re.compile(r"^\s*(?://|#|--|/\*|<!--|;)\s*\.\.\.\s*existing code\s*\.\.\.", re.M | re.I)
 
 
+def shows_edit(messages: Sequence[Message]) -> bool:
+    """Whether an assistant reply in ``messages`` shows an edit as a code block (a diff with changed lines, or a
+    Cursor edit with elided code), whether or not its file can be named: the session changed code there."""
+    return any(m.role == "assistant" and "```" in m.content and any(_is_edit(b) for b in _BLOCK.finditer(m.content))
+               for m in messages)
+
+
 def _is_edit(block: re.Match[str]) -> bool:
     """A block that shows an applied edit: a diff with changed lines, or a Cursor edit with elided code."""
     return _is_diff(block) or bool(_EXISTING_CODE.search(block.group(2)))

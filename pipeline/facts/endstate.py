@@ -55,6 +55,7 @@ from pipeline.facts.derive import (
     found_nothing,
     parse_result,
     result_failed,
+    shows_edit,
 )
 from pipeline.facts.turns import (
     _ack_role,
@@ -67,6 +68,7 @@ from pipeline.facts.turns import (
     _until_closer,
     echoes,
     harness_error,
+    split_paste,
 )
 from pipeline.models import EndState, Facts, Message, Session
 from pipeline.screen import Screen
@@ -364,6 +366,35 @@ def _unchecked_source_change(msgs: Sequence[Message]) -> bool:
                     continue
             return False
     return True
+
+
+#: A line of a run's output that reports it failed: a traceback, an exception or error class with its message, a
+#: compiler's "error:", a test runner's FAILED, npm's ERR!, git's fatal.
+_RUN_ERROR = re.compile(r"^\s*(?:Traceback \(most recent call last\)|[\w.]*(?:Error|Exception)(?:\s*\[\w+\])?:\s\S"
+                        r"|error(?:\[\w+\])?:\s|FAILED\b|npm ERR!|fatal:\s)", re.M)
+
+
+def _pasted_failure(text: str) -> bool:
+    """The user pasted a run that failed: a block of output (``split_paste``) with an error line in it."""
+    pasted = split_paste(text)
+    return pasted is not None and _RUN_ERROR.search(pasted[1]) is not None
+
+
+def _unverified_fix(msgs: Sequence[Message]) -> int | None:
+    """Index of the last run the user pasted, when it failed and the agent changed code after it (a tool's edit, or
+    an edit shown as a code block in a chat export) that no later pasted run, approval or confirmation covers: the
+    session's last check failed and its fix was never tried."""
+    pasted = next((i for i in range(len(msgs) - 1, -1, -1)
+                   if msgs[i].role == "user" and split_paste(msgs[i].content) is not None), None)
+    if pasted is None or not _pasted_failure(msgs[pasted].content):
+        return None
+    after = msgs[pasted + 1:]
+    if any(m.role == "user" and (_approves(m.content) or _CONFIRMED.search(_prose(m.content))) for m in after):
+        return None
+    if not (shows_edit(after) or any(t.action != "read" for t in file_touches(after))):
+        return None
+    _ran, _unfixed = _tool_signal(after)
+    return None if _ran else pasted
 
 
 #: A commit's hooks (lint-staged, husky, pre-commit) that ran the project's checks: a linter or type checker by name,
@@ -903,6 +934,9 @@ def _judge(msgs: list[Message]) -> EndVerdict:
         if _UNVERIFIED.search(_prose(final)) or _UNVERIFIED.search(replies[-1].reasoning or ""):
             return _verdict("unknown", "the final reply claims the work done but says it was not checked", msgs, at,
                             doubted=True)
+        if _unverified_fix(msgs) is not None:
+            return _verdict("unknown", "the final reply claims the work done, but the last run the user showed failed "
+                            "and the change after it was never run", msgs, at, doubted=True)
         if _unchecked_source_change(msgs):
             return _verdict("unknown", "the final reply claims the work done, but nothing ran after the last change to "
                             "the code and the user did not confirm it", msgs, at, doubted=True)
@@ -913,6 +947,10 @@ def _judge(msgs: list[Message]) -> EndVerdict:
     if closed:
         return _verdict("resolved", "the user closed the work", msgs, closer)
     answer = _answered(ask, tail) if last_turn == last_ask else None
+    if answer is not None and last_ask is not None and (failed_run := _unverified_fix(msgs[:last_ask])) is not None:
+        # A question answered after a failed run says nothing of the fix that followed it, named file or not.
+        return _verdict("unknown", "the last run the user showed failed and the change after it was never run; "
+                        "the questions after it were answered", msgs, failed_run, doubted=True)
     if answer is not None and last_ask is not None and any(t.action != "read" for t in file_touches(msgs[:last_ask])):
         # An answer says nothing of the work done before the question: "remind me which Python setup we used" after a
         # fix nothing checked leaves it in doubt, after one the reply said failed leaves it failed. The work is judged
