@@ -897,6 +897,26 @@ def test_a_fix_for_a_failure_the_user_pasted_stays_in_doubt_until_it_is_run() ->
     assert end(*start, failed_run, claim, u("it works now, thanks"), source="specstory") == "resolved"
 
 
+def test_powershell_running_the_changed_script_is_a_check() -> None:
+    """Claude Code on Windows: a script written, then run the PowerShell way (its text piped to Invoke-Expression, or
+    ``powershell -File``) through the ``PowerShell`` tool, and its log read back: the run checks the change."""
+    write = _tool("w", "Write", file_path="C:/Users/ana/.claude/sync.ps1", content="Start-Watcher")
+    done = a("모두 완료됐습니다. 자동 동기화가 실행 중입니다.")
+
+    def ps(cid: str, command: str, output: str) -> list[Message]:
+        return [a("", calls=(ToolCall(id=cid, name="PowerShell", arguments={"command": command}),)),
+                Message(role="tool", tool_call_id=cid, content=output)]
+
+    ask = u("파일이 바뀌면 자동으로 커밋하고 푸시하게 해줘")
+    assert end(ask, *write, done) == "unknown"  # nothing ran the new script
+    ran = ps("r", '$s = "C:\\Users\\ana\\.claude\\sync.ps1"\nGet-Content $s -Raw | Invoke-Expression',
+             "autosync started. watching: C:\\Users\\ana\\.claude")
+    assert end(ask, *write, *ran, done) == "resolved"
+    assert end(ask, *write, *ps("f", "powershell -NoProfile -File C:\\Users\\ana\\.claude\\sync.ps1", "started"),
+               done) == "resolved"
+    assert end(ask, *write, *ps("l", "Get-ChildItem -File C:\\Users\\ana\\.claude", "sync.ps1"), done) == "unknown"
+
+
 def test_reasoning_that_says_the_work_was_not_run_vetoes_the_claim() -> None:
     """The reasoning behind the final reply counts against its claim, never for it: "…mention tests weren't run"."""
     edit = _tool("e", "patch", path="README.md", old_string="a", new_string="b")

@@ -1192,6 +1192,28 @@ def test_powershell_file_cmdlets_and_a_folders_contents_moved() -> None:
     assert got == [("modified", "legacy/main.js")]
 
 
+def test_claude_codes_powershell_tool_and_the_folder_its_commands_enter() -> None:
+    """Claude Code on Windows runs commands through a tool named ``PowerShell`` (a blind set's session wrote five
+    files with ``Out-File`` and none was read). A command's ``Push-Location``/``Set-Location`` (a literal path, or a
+    ``$p = "…"`` set before it) is the folder its relative paths are in until ``Pop-Location``; a folder only the
+    script knows (``Join-Path $root $f``) names no file, rather than the wrong one."""
+    from pipeline.facts.shell import shell_file_ops
+
+    cwd = "C:/Users/ana/.claude"
+    command = ('Push-Location "C:\\Users\\ana\\.claude\\itt_work"\n"*.png" | Out-File ".gitignore" -Encoding ascii\n'
+               'git add .\nPop-Location\n"done" | Out-File "log.txt"')
+    assert _touched(("PowerShell", {"command": command, "description": "first commit"}, "ok"), cwd=cwd) == [
+        ("created", "itt_work/.gitignore"), ("created", "log.txt")]
+    assert shell_file_ops('$p = "C:\\w\\plm"\nPush-Location $p\n"a" | Out-File ".gitignore"', cwd) == [
+        (".gitignore", "created", "C:/w/plm")]
+    assert shell_file_ops("Set-Location -Path sub; New-Item -ItemType File a.md", cwd) == [("a.md", "created", f"{cwd}/sub")]
+    assert shell_file_ops("pushd web && echo x > a.txt && popd && echo y > b.txt", "/p") == [
+        ("a.txt", "created", "/p/web"), ("b.txt", "created", "/p")]
+    unknown = ('foreach ($f in $folders) { $p = Join-Path $root $f\n Push-Location $p\n'
+               ' "t/" | Out-File ".gitignore"\n Out-File "C:\\w\\all.txt"\n Pop-Location }')
+    assert shell_file_ops(unknown, cwd) == [("C:/w/all.txt", "created", None)]
+
+
 def test_a_session_without_a_cwd_works_at_its_monorepos_root() -> None:
     """A VS Code export records no cwd: the root is the folder of a root file the tools touched that holds most of the
     paths. A workspace file (``pnpm-workspace.yaml``) marks a monorepo's root above its packages' ``package.json``, so

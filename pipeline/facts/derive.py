@@ -62,6 +62,7 @@ COMMAND_TOOLS = frozenset({
     "terminal", "bash", "shell", "exec_command", "shell_command", "exec", "run_terminal_cmd",
     "run_terminal_command", "run_terminal_command_v2", "run_in_terminal", "execute_command",
     "local_shell", "run_shell_command", "execute_bash",
+    "powershell",  # Claude Code's shell tool on Windows
 })
 _READ_TOOLS = frozenset({"read_file", "read", "read_file_v2", "view_file"})
 _WRITE_TOOLS = frozenset({"write_file", "write", "create_file",

@@ -316,7 +316,9 @@ _CHECK = re.compile(
     r"|gradlew|dotnet (?:test|build|run)|tsc|eslint|ruff|mypy|pyright|flake8|pylint|black|node|python[0-9.]*|uv run|deno"
     r"|bash|sh|\./[\w./-]+|curl|wget|http|docker(?: compose)? (?:build|run|up|exec)|kubectl (?:apply|get|rollout)"
     r"|terraform (?:plan|validate|apply)|swift (?:build|test)|xcodebuild|php|ruby|bundle exec|mix (?:test|compile)"
-    r"|flutter (?:test|build|analyze)|gcc|g\+\+|clang|javac|java|systemctl (?:status|restart|start)|psql|sqlite3)(?=\s|$)")
+    r"|flutter (?:test|build|analyze)|gcc|g\+\+|clang|javac|java|systemctl (?:status|restart|start)|psql|sqlite3"
+    # PowerShell runs a script by piping its text to Invoke-Expression (iex) or by ``powershell -File x.ps1``
+    r"|(?i:invoke-expression|iex|(?:powershell(?:\.exe)?|pwsh(?:\.exe)?)(?:\s+-(?!file\b)\w+)*\s+-file))(?=\s|$)")
 _CODE_RUN_TOOLS = frozenset({"execute_code"})
 #: A one-line program handed to an interpreter (``python -c "import pandas"``, ``node -e …``): it exercises the
 #: work only when its code reaches the project, by naming a file or module the session changed; an import of a

@@ -371,8 +371,13 @@ def _shell_file_ops(command: str, workdir: str | None) -> tuple[tuple[str, FileA
 def _file_ops(command: str, workdir: str | None) -> list[tuple[str, FileAction, str | None]]:
     ops: list[tuple[str, FileAction, str | None]] = []
     base = workdir
+    pushed: list[str | None] = []  # pushd / Push-Location, for popd / Pop-Location
+    values: dict[str, str] = {}  # PowerShell's ``$p = "C:/app/sub"``: a folder a later Push-Location $p enters
     for words, redirects in _segments(_tokens(command)):
         ops.extend((target, "created", base) for _op, target in redirects)
+        if len(words) == 3 and words[0].startswith("$") and words[1] == "=":
+            values[words[0].lower()] = words[2]
+            continue
         while words and (words[0] in _WRAPPERS or _ENV_ASSIGN.match(words[0])):
             words = words[1:]
         if words and words[0] in ("{", "then", "do", "else"):  # a block's body ("if …; then mv …", "{ Move-Item … }")
@@ -386,10 +391,18 @@ def _file_ops(command: str, workdir: str | None) -> list[tuple[str, FileAction, 
             cmd, args = args[0], args[1:]
         if cmd in _SHELLS and args and args[0] in ("-c", "-lc", "-ec") and len(args) > 1:
             ops.extend(_file_ops(args[1], base))
-        elif cmd in ("cd", "pushd"):
-            pos = _positional(args)
-            target = pos[0] if pos else "~"
-            base = target if target.startswith(("/", "~")) or base is None else posixpath.join(base, target)
+        elif cmd in ("cd", "pushd", "chdir") or cmd.lower() in _PS_LOCATION:
+            if cmd == "pushd" or cmd.lower() == "push-location":
+                pushed.append(base)
+            named, pos = _ps_args(args) if cmd.lower() in _PS_LOCATION else ({}, _positional(args))
+            target = named.get("-path") or named.get("-literalpath") or (pos[0] if pos else "~")
+            target = values.get(target.lower(), target)
+            # A folder only a script knows ("Push-Location (Join-Path $root $f)"): what is written there has no path
+            # we can name, so it is left out rather than put in the folder before.
+            base = (_UNKNOWN_DIR if "$" in target or "(" in target or (base == _UNKNOWN_DIR and not _absolute(target))
+                    else target if _absolute(target) or base is None else posixpath.join(base, target))
+        elif cmd == "popd" or cmd.lower() == "pop-location":
+            base = pushed.pop() if pushed else base
         elif cmd in ("mv", "cp") and len(pos := _positional(args)) >= 2:
             ops.extend(_move_ops(cmd, pos[:-1], pos[-1], _recursive(args), base))
         elif _CMDLET.fullmatch(cmd):
@@ -406,8 +419,18 @@ def _file_ops(command: str, workdir: str | None) -> list[tuple[str, FileAction, 
             ops.extend((p, "modified", base) for p in _script_then_files([a for a in args if a not in ("e", "eval")]))
         else:
             ops.extend((p, "created", base) for p in _out_files(cmd, args))
-    # /dev/null, globs and $VARS name no particular file
+    # /dev/null, globs and $VARS name no particular file, nor does a relative path in a folder we cannot name
+    ops = [(path, action, None if where == _UNKNOWN_DIR else where) for path, action, where in ops
+           if where != _UNKNOWN_DIR or _absolute(path)]
     return [op for op in ops if normalise_path(op[0], None, op[2])]
+
+
+_PS_LOCATION = frozenset({"push-location", "set-location", "sl"})
+_UNKNOWN_DIR = "\0unknown folder"
+
+
+def _absolute(path: str) -> bool:
+    return path.startswith(("/", "~")) or bool(re.match(r"^[A-Za-z]:[/\\]", path))
 
 
 def command_text(args: dict[str, Any] | str) -> str | None:
