@@ -437,6 +437,16 @@ def test_diffs_named_by_the_claim_after_them() -> None:
     assert edited(u("x"), a(f"{DIFF}\n\nThis would touch `Dispatcher.kt`.")) == []  # no claim that it was done
 
 
+def test_a_framework_or_a_mention_is_not_the_file_a_diff_edits() -> None:
+    """A blind set's Cursor export: "在 Next.js 中配置：" before a diff listed a file "Next.js", and the user's mention
+    "@instruction.md" a second copy of instruction.md. A library's name names no file; a mention names the file."""
+    assert edited(u("配置 supabase"), a(f"我们在 Next.js 中修改配置：\n\n{DIFF}")) == []
+    # nor does it stand beside the file named: one name, not two
+    assert edited(u("x"), a(f"Updating the Node.js server entry `server.js`:\n\n{DIFF}")) == ["server.js"]
+    assert edited(u("按 @instruction.md 做"), a(f"我将更新 @instruction.md：\n\n{DIFF}")) == ["instruction.md"]
+    assert edited(u("x"), a(f"I'll edit `next.config.js`:\n\n{DIFF}")) == ["next.config.js"]
+
+
 def test_unnamed_diffs_pair_with_files_read_this_turn_only_when_counts_agree() -> None:
     reads = [m for i, f in enumerate(("public/a.svg", "public/b.svg")) for m in
              (call(f"r{i}", "read_file", {"path": f}), result(f"r{i}", ""))]

@@ -818,7 +818,10 @@ def _named_file(text: str, known: Sequence[str]) -> str | None:
     A file may be named by its module alone ("更新`AdminController`"), when exactly one path the
     session touched has that stem.
     """
-    names = list(dict.fromkeys(m.group(1) for m in _PROSE_PATH.finditer(text)))
+    # "@instruction.md" is Cursor's mention of the file instruction.md; "Next.js" is a framework, not a file.
+    names = list(dict.fromkeys(name for m in _PROSE_PATH.finditer(text)
+                               if (name := m.group(1).lstrip("@") if "/" not in m.group(1) else m.group(1)).lower()
+                               not in _FRAMEWORKS))
     if not names:
         stems = {m.group(1) for m in _CODE_IDENT.finditer(text)}
         hits = {k for k in known if _stem(k) in stems}
@@ -829,6 +832,13 @@ def _named_file(text: str, known: Sequence[str]) -> str | None:
     hits = [k for k in known if k == name or k.endswith("/" + name)]
     return hits[0] if len(set(hits)) == 1 else name
 
+
+#: Libraries whose names are spelled as JavaScript files: in prose they name the library.
+_FRAMEWORKS = frozenset(f"{n}.js" for n in (
+    "next", "node", "vue", "nuxt", "three", "express", "d3", "chart", "ember", "backbone", "angular", "react", "p5",
+    "pixi", "babylon", "alpine", "solid", "nest", "socket", "moment", "day", "anime", "leaflet", "phaser", "deno",
+    "hono", "fastify", "koa", "meteor", "gatsby", "remix", "tone", "paper", "fabric", "matter", "cannon", "ml5",
+    "tensorflow", "brain", "video", "highlight", "marked", "mermaid", "plotly", "electron"))
 
 # A module named in a code span: `AdminController`, `useAuth` (not a call, not a dotted member).
 _CODE_IDENT = re.compile(r"`([A-Za-z_][A-Za-z0-9_-]{2,})`")
