@@ -1156,6 +1156,19 @@ def test_a_run_that_says_where_it_saved_a_file_names_an_output() -> None:
     assert touches(*msgs) == [("/u/out/report.docx", "created"), ("data/out.csv", "created"), ("/u/桌面/要求文档.docx", "created")]
 
 
+def test_a_scripts_progress_line_confirmed_done_names_the_file() -> None:
+    """spec-kit's agent-context script prints the file it is about to update, then that it did (two blind sets' Codex
+    sessions: AGENTS.md was changed by no edit tool). A progress line that no done line follows names nothing."""
+    out = ("INFO: === Updating agent context files for feature 001-layout ===\n"
+           "INFO: Updating Codex CLI context file: /w/app/AGENTS.md\nINFO: Updating existing agent context file...\n"
+           "✓ Updated existing Codex CLI context file\n")
+    run = (call("1", "shell", {"command": [".specify/scripts/bash/update-agent-context.sh", "codex"]}),
+           result("1", {"output": out, "metadata": {"exit_code": 0}}))
+    assert touches(u("plan"), *run) == [("/w/app/AGENTS.md", "created")]
+    stalled = out.replace("✓ Updated existing Codex CLI context file\n", "ERROR: template missing\n")
+    assert touches(u("plan"), run[0], result("1", {"output": stalled, "metadata": {"exit_code": 0}})) == []
+
+
 def test_moving_a_folder_moves_what_the_session_wrote_in_it() -> None:
     """``mv ~/Code/app ~/Code/work/app`` moves the project: the files written in it are outputs at their new place,
     not deleted, and neither folder is listed as a file. A removed folder stays removed."""

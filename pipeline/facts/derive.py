@@ -480,11 +480,20 @@ def saved_files(result: Message | None) -> list[str]:
         return []
     parsed = parse_result(result)
     text = parsed.get("output") if parsed is not None else result.content
-    if not isinstance(text, str) or not _SAVED_NEEDS.search(text):
+    if not isinstance(text, str):
         return []
+    found = [m.group(1) for m in _SAVED.finditer(text)] if _SAVED_NEEDS.search(text) else []
+    if "file: " in text:
+        # A script's progress line, then its word that the step is done (spec-kit's agent-context script: "INFO:
+        # Updating Codex CLI context file: /w/app/AGENTS.md" … "✓ Updated existing Codex CLI context file").
+        found += [m.group(1) for m in _ANNOUNCED.finditer(text) if _STEP_DONE.search(text, m.end())]
     # "Created 2 files in 0.3s": a name needs a letter before its extension
-    return list(dict.fromkeys(p for m in _SAVED.finditer(text)
-                              if _LETTER_IN_NAME.search(posixpath.basename(p := m.group(1)).rsplit(".", 1)[0])))
+    return list(dict.fromkeys(p for p in found if _LETTER_IN_NAME.search(posixpath.basename(p).rsplit(".", 1)[0])))
+
+
+_ANNOUNCED = re.compile(r"^(?:INFO:\s*)?(?:Updating|Creating|Writing) (?:[\w-]+ ){0,5}?file: ((?:[~/]|[A-Za-z]:[\\/])[^\s`'\"]*"
+                        r"\.[A-Za-z0-9]{1,8})\s*$", re.M)
+_STEP_DONE = re.compile(r"^\W{0,3}(?:Updated|Created|Wrote)\b", re.M)
 
 
 _LETTER_IN_NAME = re.compile(r"[^\W\d]")
