@@ -1051,6 +1051,18 @@ def _touched(*calls: tuple[str, object, str], cwd: str = "/home/u/p") -> list[tu
 PATCH = "*** Begin Patch\n*** Add File: src/a.py\n+x\n*** Update File: b.py\n@@\n-a\n+b\n*** End Patch"
 
 
+def test_a_patch_specstory_shows_as_an_unknown_tools_input() -> None:
+    """SpecStory renders a tool it does not know (Codex's code-mode ``exec``) by its input alone, cut short: "Input
+    (truncated): ```const patch = "*** Begin Patch\\n*** Update File: C:\\\\app\\\\a.py\\n@@…". The header names the file
+    (a blind set's session had every edit this way). An input that only reads shows no patch."""
+    shown = ('Input (truncated): ```\nconst patch = "*** Begin Patch\\n*** Update File: C:\\\\w\\\\app\\\\data.py\\n@@\\n'
+             '-DATA = 1\\n+DATA = 2\n...\n```')
+    added = shown.replace("Update File", "Add File").replace("data.py", "test_x.py")
+    read = 'Input (truncated): ```\nconst r = await tools.exec_command({cmd:"Get-Content app\\\\data.py"})\n...\n```'
+    got = _touched(("exec", {}, shown), ("exec", {}, added), ("exec", {}, read), ("unknown_tool", {}, read), cwd="C:/w")
+    assert got == [("modified", "app/data.py"), ("created", "app/test_x.py")]
+
+
 def test_apply_patch_run_through_a_shell_tool() -> None:
     want = [("created", "src/a.py"), ("modified", "b.py")]
     assert _touched(("exec_command", {"cmd": f"apply_patch <<'EOF'\n{PATCH}\nEOF"}, "Exit code: 0")) == want

@@ -354,6 +354,9 @@ def call_command(args: dict[str, Any] | str, result: Message | None) -> str | No
     return (m.group(1).strip() or None) if m else None
 
 
+_SHOWN_INPUT = re.compile(r"\AInput(?: \(truncated\))?:\s*```")
+
+
 def _has_patch(text: object) -> TypeGuard[str]:
     return isinstance(text, str) and "*** " in text and bool(_PATCH_HEADER.search(_unescaped(text)))
 
@@ -394,7 +397,10 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
     if lname in _PATCH_TOOLS and result_msg is not None and _PATCH_REJECTED.match(result_msg.content):
         return  # Codex says so in plain text, no exit code: nothing of the patch was applied
     patch = args if isinstance(args, str) else args.get("patch") or args.get("input")
-    if lname in _PATCH_TOOLS and not _has_patch(patch) and result_msg is not None:
+    if not _has_patch(patch) and result_msg is not None and (
+            lname in _PATCH_TOOLS or (_SHOWN_INPUT.match(result_msg.content) and _has_patch(result_msg.content))):
+        # SpecStory shows a tool it does not know by its input alone ("Input (truncated): ```const patch = "*** Begin
+        # Patch\n*** Update File: …"`, Codex's code-mode exec): a patch there is the call's own.
         patch = result_msg.content
     if not _has_patch(patch) and not isinstance(args, str):
         # apply_patch run through a shell tool: ``["apply_patch", "*** Begin Patch…"]``, ``apply_patch <<'EOF'``,
