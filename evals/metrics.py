@@ -105,13 +105,16 @@ class FileScore:
     extra: tuple[str, ...]
 
 
-def output_file_scores(predicted: Sequence[str], gold: Gold) -> FileScore:
+def output_file_scores(predicted: Sequence[str], gold: Gold, deleted: Sequence[str] = ()) -> FileScore:
     """Precision and recall of the files a note lists as produced, against gold ``output_files``.
 
     * A predicted path is a true positive when it names (``same_file``) a gold output file; it is
       neutral when it names a gold ``optional_output_files`` entry (excluded from precision's
       denominator); otherwise it is a false positive.
-    * Recall = gold files named by at least one prediction / gold files.
+    * Recall = gold files named by at least one prediction / gold files. A gold file the note lists under
+      ``deleted`` (its ``deleted_files``) counts as found: the issue counts a deletion among a session's
+      outputs, and the note reports it, apart from what the session left on disk. A deletion gold does not
+      list is neither right nor wrong (it is not in ``output_files``, so precision never sees it).
     * ``None`` when undefined: precision with nothing predicted, recall with no gold files. Totals
       average only the defined values (macro average over sessions).
 
@@ -122,7 +125,8 @@ def output_file_scores(predicted: Sequence[str], gold: Gold) -> FileScore:
     scored = [p for p in preds if not any(same_file(p, o) for o in gold.optional_output_files)
               or any(same_file(p, g) for g in gold.output_files)]
     tp = [p for p in scored if any(same_file(p, g) for g in gold.output_files)]
-    found = [g for g in gold.output_files if any(same_file(p, g) for p in preds)]
+    gone = [d for d in deleted if d.strip()]
+    found = [g for g in gold.output_files if any(same_file(p, g) for p in [*preds, *gone])]
     return FileScore(
         precision=len(tp) / len(scored) if scored else None,
         recall=len(found) / len(gold.output_files) if gold.output_files else None,

@@ -82,7 +82,8 @@ def score(p: Prepared, summary: SessionSummary, usage: dict[str, Any], summarise
     note = render_note(p.session, summary, p.facts, content_hash=content_hash(p.session, p.chunks, summariser),
                        distilled_at=EVAL_CLOCK)
     text = note_text(note)
-    files = M.output_file_scores(note.frontmatter.get("output_files") or [], p.gold)
+    files = M.output_file_scores(note.frontmatter.get("output_files") or [], p.gold,
+                                 note.frontmatter.get("deleted_files") or [])
     kw_recall, kw_hits = M.decision_recall(summary, p.gold, M.keyword_judge)
     values: dict[str, Any] = {
         "file_precision": files.precision, "file_recall": files.recall,

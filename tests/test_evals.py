@@ -422,6 +422,15 @@ def test_file_scores_suffix_and_optional() -> None:
     assert not M.same_file("/Users/u/other/src/a.ts", "~/antoken/src/a.ts")
 
 
+def test_a_deletion_the_note_reports_is_a_gold_output_found() -> None:
+    """The issue counts a deleted file among a session's outputs; the note lists it under ``deleted_files``. Found
+    there, a gold output counts for recall; a deletion gold does not list costs no precision."""
+    g = _gold(output_files=[".gitmodules", ".zprofile"])
+    s = M.output_file_scores([".zprofile"], g, deleted=["~/.gitmodules", "~/.cfg/modules/x"])
+    assert (s.recall, s.precision, s.missed, s.extra) == (1.0, 1.0, (), ())
+    assert M.output_file_scores([".zprofile"], g).missed == (".gitmodules",)
+
+
 def test_end_state_definition() -> None:
     assert M.end_state_correct("unknown", _gold(end_state="unresolved"))
     assert M.end_state_correct("failed", _gold(end_state="unresolved"))

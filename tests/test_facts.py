@@ -1249,6 +1249,16 @@ def test_claude_codes_powershell_tool_and_the_folder_its_commands_enter() -> Non
     assert shell_file_ops(unknown, cwd) == [("C:/w/all.txt", "created", None)]
 
 
+def test_the_home_folder_by_its_variable_is_home() -> None:
+    """``rm $HOME/.gitmodules`` deletes a file we can name (a blind set's dotfiles session); other variables name none."""
+    from pipeline.facts.shell import shell_file_ops
+
+    assert shell_file_ops("rm $HOME/.gitmodules && echo x > ${HOME}/.zprofile", "/home/d") == [
+        ("~/.gitmodules", "deleted", "/home/d"), ("~/.zprofile", "created", "/home/d")]
+    assert shell_file_ops("Remove-Item $env:USERPROFILE\\.gitconfig", "C:/w") == [("~/.gitconfig", "deleted", "C:/w")]
+    assert shell_file_ops("rm $HOMEDIR/x.txt $APP/y.txt", "/home/d") == []
+
+
 def test_a_session_without_a_cwd_works_at_its_monorepos_root() -> None:
     """A VS Code export records no cwd: the root is the folder of a root file the tools touched that holds most of the
     paths. A workspace file (``pnpm-workspace.yaml``) marks a monorepo's root above its packages' ``package.json``, so

@@ -306,7 +306,12 @@ def shell_file_ops(command: str, workdir: str | None = None) -> list[tuple[str, 
         return []  # most commands (tests, builds, greps) touch no file: skip tokenising them
     if _CMDLET.search(command):  # PowerShell: "\" separates a path's parts (its escape is the backtick)
         command = command.replace("\\", "/")
+    if "HOME" in command or "USERPROFILE" in command:  # the home folder by its variable is a folder we know: ~
+        command = _HOME_VAR.sub("~", command)
     return list(_shell_file_ops(command, workdir))
+
+
+_HOME_VAR = re.compile(r"(?<![\w$])(?:\$\{HOME\}|\$HOME|\$env:(?:HOME|USERPROFILE)|%USERPROFILE%)(?=[/\\]|[\s\"';)]|$)", re.I)
 
 
 def _ps_args(args: list[str]) -> tuple[dict[str, str], list[str]]:
