@@ -754,6 +754,20 @@ def test_decisions_in_portuguese_and_russian() -> None:
     assert [d.rejected for d in decisions] == [("reescrever o histórico",), ("повторного вызова",)]
 
 
+def test_decisions_in_korean_japanese_italian_and_vietnamese() -> None:
+    """Sessions held in these languages chose things in their own words, and their notes had no decisions at all (a
+    blind set's Korean session): "…통합하는 게 낫겠습니다", "…ことにしました", "invece di", "thay vì"."""
+    replies = ["분산된 폴더별 repo들을 정리하고 이 단일 repo로 통합하는 게 낫겠습니다.",
+               "設定ファイルは YAML ではなく TOML を使うことにしました。",
+               "Ho usato `slugify` invece di una regex scritta a mano.",
+               "Dùng SQLite thay vì Postgres cho bản demo."]
+    for reply in replies:
+        s = sess(u("ok"), a(reply))
+        assert [d.choice for d in summarise_extractive(s, [], derive_facts(s)).decisions] == [reply], reply
+    plain = sess(u("ok"), a("폴더를 정리했습니다. テストを実行しました。"))
+    assert summarise_extractive(plain, [], derive_facts(plain)).decisions == ()
+
+
 def test_a_claim_after_a_code_change_nothing_ran_on_is_unknown() -> None:
     ask, claim = u("add a --verbose flag to the cli"), a("Done: added the --verbose flag to `cli.py`.")
     edit = _tool("e", "patch", path="cli.py", old_string="a", new_string="b")

@@ -72,7 +72,15 @@ _DECISION_OTHER = re.compile(
     r"|yerine|karar (?:verdim|verdik|verildi)|tercih (?:ettim|ettik|edildi|ediyorum|ederim)|seçtim|seçtik"
     r"|öneriyorum|öneririm|kullanalım|kullanacağız)\b"
     r"|(?<![А-Яа-яЁё])(?:решил[аи]?|решено|выбрал[аи]?|вместо|рекомендую|рекомендуется|предлагаю|лучше использовать)"
-    r"(?![А-Яа-яЁё])", re.I)
+    r"(?![А-Яа-яЁё])"
+    # Italian, Vietnamese (with and without tone marks), Arabic
+    r"|\b(?:invece di|ho deciso|abbiamo deciso|ho scelto|abbiamo scelto|consiglio di|thay vì|quyết định|đã chọn"
+    r"|nên dùng|thay vi|quyet dinh)\b|بدلاً من|بدلا من|قررت|قررنا|اخترت"
+    # Korean and Japanese (no word boundaries: their particles attach to the word)
+    r"|대신|결정했|결정하였|선택했|채택했|하기로 (?:했|하였|결정)|는 게 (?:낫|좋)겠|권장합니다|추천합니다"
+    r"|(?:으)?로 (?:바꿨|바꾸었|변경했|전환했|교체했|통합했)"
+    r"|ことにしました|ことにします|代わりに|を採用|採用しました|を選択しました|を選びました|推奨します|おすすめします"
+    r"|の方が(?:良い|よい|いい)|に(?:切り替え|変更)(?:ました|します)", re.I)
 #: A change made for a stated reason is a choice too ("移除Spring Boot Maven插件，因为common是一个库模块", "moving the
 #: import inside main() to avoid the circular import"): a change verb and a reason in one sentence, not a guess or
 #: a failure's post-mortem ("likely because", "failed because I used a host path"). "since" is left out: it
