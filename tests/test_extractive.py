@@ -92,6 +92,18 @@ def test_a_spec_kit_command_asks_what_the_user_typed_with_it() -> None:
     assert derive_facts(sess(*msgs)).language == "fr"
 
 
+def test_a_url_or_a_path_given_as_the_answer_is_quoted_as_typed() -> None:
+    """A blind set's Korean session: the user answered "which repository?" with its URL, then with a folder; each
+    phase was titled "붙여넣은 출력: …" (pasted output). One URL or path is the user's answer; a pasted log is not."""
+    msgs = [u("모든 프로젝트를 Git 리포지터리에 연결해줘"), a("어느 리포지터리를 쓸까요?"),
+            u("https://github.com/leejunha781/Codex.git"), a("연결했습니다."), u("C:/Users/namma/.git/"), a("완료.")]
+    assert user_asks(msgs, "ko")[1:] == ["https://github.com/leejunha781/Codex.git", "C:/Users/namma/.git/"]
+    log = "2026-06-06 14:17:29 => 200\n2026-06-06 14:17:30 => 500\n2026-06-06 14:17:31 => 500"
+    from pipeline.summarize.extractive import _trim_ask
+
+    assert _trim_ask(log, lang="ko").startswith("붙여넣은 출력")
+
+
 def test_a_hermes_skill_run_asks_what_the_user_typed_not_the_skill_text() -> None:
     """Hermes sends a skill run as the invocation notice, the whole SKILL.md and then the user's instruction; a cron
     job's prompt opens with a bracketed notice that itself holds brackets. The ask is what the user typed; a skill run
@@ -114,7 +126,8 @@ def test_an_ask_glued_to_a_url_is_the_users_words_not_pasted_output() -> None:
     """A Chinese ask typed straight after a URL, no space between: the URL ends where the CJK text starts."""
     ask = "https://example.com/viewer/submissions/oid:31283?locale=en这是查重报告，把引用都改成图片"
     assert user_asks([u(ask)], "zh") == [ask]
-    assert user_asks([u("https://example.com/build/123/log")], "zh")[0].startswith("粘贴的输出")
+    # a URL alone is the user's answer or pointer, quoted as given (it is no pasted output)
+    assert user_asks([u("https://example.com/build/123/log")], "zh") == ["https://example.com/build/123/log"]
 
 
 # --------------------------------------------------------------------------- decisions

@@ -158,8 +158,10 @@ _PROJECT_DIRS = ("src", "code", "projects", "repos", "git", "dev", "work", "work
 @lru_cache(maxsize=4096)  # the same asks are trimmed for the goal, each phase, topic splits and open items
 def _trim_ask(text: str, limit: int = MAX_ASK, lang: str | None = None) -> str:
     text = _HARNESS_TAG.sub(" ", user_words(text))
-    if lang is not None and not re.search(r"[^\W\d_]{2,}", typed_prose(text)) and len(text.strip()) > 12:
-        return _pasted(text, lang)  # (a short answer, "A", "3", "y", is quoted as typed)
+    if (lang is not None and not re.search(r"[^\W\d_]{2,}", typed_prose(text)) and len(text.strip()) > 12
+            and len(text.split()) > 1):
+        # (a short answer, "A", "3", "y", is quoted as typed, and so is one URL or path given as the answer)
+        return _pasted(text, lang)
     if lang is not None and (split := split_paste(text)) is not None:
         typed, paste = split
         label = _pasted(paste, lang)
