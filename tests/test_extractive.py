@@ -1146,6 +1146,23 @@ def test_the_goal_states_the_task_not_a_greeting_a_command_a_preamble_or_the_ide
     assert summarise_extractive(s, [], derive_facts(s)).goal == "Shopfront — Complete Build Specification"
 
 
+def test_the_goal_skips_a_menu_pick_and_a_greeting_and_names_a_plugin_command_run_without_words() -> None:
+    """Titles on new sessions: "CH" (a persona menu's pick), "哈咯" (hello) and "(no request recorded)" for a session the
+    user started with ``/coderabbit:review`` and no words. A built-in command (``/model``) asks for nothing."""
+    s = sess(u("CH"), a("Git flow?"), u("implémente git flow dans mon projet"), a("C'est fait."))
+    assert summarise_extractive(s, [], derive_facts(s)).goal == "implémente git flow dans mon projet"
+    s = sess(u("哈咯"), a("你好！"), u("claude cli可以自定义url和key吗"), a("可以。"))
+    assert summarise_extractive(s, [], derive_facts(s)).goal == "claude cli可以自定义url和key吗"
+    s = sess(u("A"), a("ok"))
+    assert summarise_extractive(s, [], derive_facts(s)).goal == "A"  # the only ask is still the goal
+    run = ("<command-message>coderabbit:review</command-message>\n<command-name>/coderabbit:review</command-name>")
+    model = "<command-name>/model</command-name>\n<command-args>sonnet</command-args>"
+    s = sess(u(model), u(run), a("Review done: 3 findings fixed."))
+    assert summarise_extractive(s, [], derive_facts(s)).goal == "/coderabbit:review"
+    s = sess(u(model), a("Set model to sonnet."))
+    assert summarise_extractive(s, [], derive_facts(s)).goal == "(no request recorded)"
+
+
 def test_hard_wrapped_lines_hedges_and_pointers_make_no_broken_or_empty_decisions() -> None:
     """A pasted spec wrapped at 80 columns cut a choice mid-sentence ("…with no OZ inheritance to"); "I could explore…"
     hedges and "Let me work with that instead" names nothing a reader could follow."""

@@ -191,7 +191,8 @@ _HARNESS_TAG = re.compile(r"<(ide_opened_file|ide_selection|ide_diagnostics|syst
 #: An ask that sets no task: a greeting, "what model are you", a command typed into the chat ("setx OLLAMA_API_BASE:").
 #: The goal is the first ask that is none of these, and a greeting before a request is no part of it.
 _SMALL_TALK = re.compile(
-    r"^(?:hi|hey|hello|hola|olá|ola|oi|bonjour|hallo|привет|merhaba|selam|你好|您好|嗨|哈喽)(?:\s+\w+)?[\s!！,，.。~]*$"
+    r"^(?:hi|hey|hello|hola|olá|ola|oi|bonjour|hallo|привет|merhaba|selam|你好|您好|嗨|哈喽|哈咯|哈啰|哈罗|在吗|在不在"
+    r"|안녕(?:하세요)?|こんにちは|xin chào|chào)(?:\s+\w+)?[\s!！,，.。~]*$"
     r"|^(?:你是(?:什么|哪个)模型|你是谁|what model are you|who are you)[\s?？!！]*$", re.I)
 _COMMAND_ASK = re.compile(r"^(?:setx|export|set|cd|ls|dir|npm|npx|pnpm|yarn|pip3?|python3?|node|git|docker|curl|wget|sudo"
                           r"|apt(?:-get)?|brew|make|cargo|mvn|gradle)(?:\s+\S+){1,2}$")
@@ -202,7 +203,8 @@ _GREETING_LEAD = re.compile(r"^(?:hi|hey|hello|hola|olá|oi|bonjour|你好|您�
 
 
 def _sets_no_task(ask: str) -> bool:
-    return not ask or bool(_SMALL_TALK.match(ask) or _COMMAND_ASK.match(ask))
+    # (a menu pick, "CH", "A", "2", answers a question: it sets no task of its own)
+    return not ask or len(ask) <= 3 or bool(_SMALL_TALK.match(ask) or _COMMAND_ASK.match(ask))
 
 
 def _goal(asks: Sequence[str]) -> str | None:
@@ -557,6 +559,28 @@ def _projects(session: Session, facts: Facts, work: str | None) -> list[str]:
     return out
 
 
+#: Claude Code's own commands: they set up the tool (``/model``, ``/clear``), they ask for no work.
+_BUILTIN_COMMANDS = frozenset({
+    "add-dir", "agents", "bug", "clear", "compact", "config", "context", "cost", "doctor", "exit", "export", "help",
+    "hooks", "ide", "login", "logout", "mcp", "memory", "model", "permissions", "plugin", "quit", "release-notes",
+    "resume", "status", "statusline", "terminal-setup", "upgrade", "usage", "vim", "rewind", "output-style"})
+_COMMAND_NAME = re.compile(r"<command-name>\s*/?([\w:.-]+)\s*</command-name>")
+_COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
+
+
+def _command_goal(session: Session) -> str | None:
+    """A session the user started with a command of a plugin or a project (``/coderabbit:review``,
+    ``/speckit.plan``) and no words of their own asks for what the command does: its name (and arguments)."""
+    for m in session.messages:
+        if m.role != "user" or not (found := _COMMAND_NAME.search(m.content)):
+            continue
+        if found.group(1) in _BUILTIN_COMMANDS:
+            continue
+        args = _COMMAND_ARGS.search(m.content)
+        return _clip(" ".join(f"/{found.group(1)} {args.group(1) if args else ''}".split()), MAX_ASK)
+    return None
+
+
 def _checkpoint_goal(session: Session, chunks: Sequence[Chunk]) -> str | None:
     texts = [c.checkpoint for c in chunks if c.checkpoint]
     texts += [m.carrier_summary or "" for m in session.messages if m.is_carrier]
@@ -572,7 +596,7 @@ def summarise_extractive(
     """Fill the ``SessionSummary`` structure from the transcript alone."""
     lang = lang or facts.language
     asks = user_asks(session.messages, lang)
-    goal = _goal(asks) or _checkpoint_goal(session, chunks) or session.title
+    goal = _goal(asks) or _checkpoint_goal(session, chunks) or session.title or _command_goal(session)
     goal = goal or _LABELS.get(lang, _LABELS["en"])["none"]
     end = judge_end_state(session, facts)
     root = work_root(session)  # the cwd, else the root the session's files imply (read once)
