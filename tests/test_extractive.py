@@ -1163,6 +1163,18 @@ def test_the_goal_skips_a_menu_pick_and_a_greeting_and_names_a_plugin_command_ru
     assert summarise_extractive(s, [], derive_facts(s)).goal == "(no request recorded)"
 
 
+def test_a_step_narrated_while_under_way_is_no_report_of_what_was_done() -> None:
+    """Codex narrates its steps ("I'm installing the QA dependency set now so I can decide…"): a blind set's phase
+    account opened with three such lines. What it reports done (past tense) stays."""
+    s = sess(u("Add a smoke test for the report page"),
+             a("I’m installing the QA dependency set now so I can decide whether a real smoke run is feasible."),
+             a("I’m stopping the temporary Streamlit server now and then I'll write the test."),
+             a("I added `tests/smoke_report.py` and it passes against the fixture."),
+             a("Done: the smoke test passes."))
+    text = summarise_extractive(s, [], derive_facts(s)).phases[-1].done
+    assert "I added `tests/smoke_report.py`" in text and "installing" not in text and "stopping" not in text
+
+
 def test_hard_wrapped_lines_hedges_and_pointers_make_no_broken_or_empty_decisions() -> None:
     """A pasted spec wrapped at 80 columns cut a choice mid-sentence ("…with no OZ inheritance to"); "I could explore…"
     hedges and "Let me work with that instead" names nothing a reader could follow."""

@@ -107,6 +107,10 @@ _CHANGE_REPORT = re.compile(
     r"|reverted|migrated|split|merged|kept|used|converted)\b"
     r"|已(?:经)?将|已(?:经)?(?:修改|添加|创建|修复|删除|更新|实现|重构|替换|改为|改用|移除|调整)|改为|改用|改成|换成|删除了|移除了|新增了|添加了",
     re.I)
+# A step narrated while under way ("I'm installing Chromium's dependency set now so I can…", Codex's commentary) is no
+# report of a change: its verb is still going on.
+_UNDER_WAY = re.compile(r"^(?:(?:now|next|ok(?:ay)?|so|then|first)[,\s]+)*(?:I[’']m|I am|we[’']re|we are)\s+(?:now\s+|also\s+)?"
+                        r"\w+ing\b", re.I)
 _TODO_HEAD = re.compile(r"(?:next steps?|todo|to-do|remaining|follow[- ]ups?|open questions?|待办|下一步|后续|遗留)",
                         re.I)
 _TODO_LINE = re.compile(r"^\s*(?:[-*]\s*\[ \]|TODO\b|FIXME\b|Next step|待办|下一步|还需要|尚未)", re.I)
@@ -434,7 +438,7 @@ def _done_text(msgs: list[Message], cwd: str | None, lang: str) -> str:
         earlier = [unmark(s) for r in _replies(msgs)
                    for s in _sentences(r.content)
                    if not s.startswith("#") and 16 <= len(s) <= 240 and s.count("`") % 2 == 0
-                   and _CHANGE_REPORT.search(s) and not _ADVICE_OR_PLAN.search(s)]
+                   and _CHANGE_REPORT.search(s) and not _ADVICE_OR_PLAN.search(s) and not _UNDER_WAY.match(s)]
         said = [*list(dict.fromkeys(e for e in earlier if e not in said))[-EARLIER_ACTIONS:], *said]
     changed = [t.path for t in file_touches(msgs, cwd) if t.action not in ("read", "deleted") and not is_scratch(t.path)]
     changed = [p for p in changed if not p.startswith(("/", "~")) or _quoted(p, msgs)]
