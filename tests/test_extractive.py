@@ -7,6 +7,7 @@ from typing import Any
 
 from pipeline.facts.derive import derive_facts
 from pipeline.facts.endstate import EndVerdict, infer_end_state, judge_end_state
+from pipeline.facts.turns import user_words
 from pipeline.models import Chunk, Decision, Message, Session, ToolCall
 from pipeline.summarize.extractive import (
     decision_candidates,
@@ -90,6 +91,21 @@ def test_a_spec_kit_command_asks_what_the_user_typed_with_it() -> None:
     msgs = [persona, a("Menu: 1. CH 2. SC"), u("implémente git flow dans mon projet"), a("C'est fait.")]
     assert user_asks(msgs, "fr") == ["implémente git flow dans mon projet"]
     assert derive_facts(sess(*msgs)).language == "fr"
+
+
+def test_claude_codes_plan_handoff_wrapper_is_no_word_of_the_users() -> None:
+    """Leaving plan mode, Claude Code sends "Implement the following plan: <plan> If you need specific details from
+    before exiting plan mode … read the full transcript at: …": English it wrote. A Spanish session's note came out in
+    English (a blind set); the plan, in the conversation's language, is what was asked."""
+    plan = ("Implement the following plan:\n\n# Rediseño de ITeP: de YAML a un modelo relacional\n\n## Contexto\n\n"
+            "Toda la información de un proyecto vive en un archivo por proyecto, y se repite en cada ciclo.\n\n"
+            "## Pasos\n\n1. Crear la base de datos con las tablas del modelo\n2. Migrar los proyectos existentes\n\n\n"
+            "If you need specific details from before exiting plan mode (like exact code snippets, error messages, or "
+            "content you generated), read the full transcript at: /home/l/.claude/projects/x/33acbf0b.jsonl")
+    assert "plan mode" not in user_words(plan) and not user_words(plan).startswith("Implement")
+    s = sess(u(plan), a("Done: the schema and the migration are in place, and the tests pass."),
+             u("Actualiza el README.md para que refleje los cambios"), a("Updated README.md."))
+    assert derive_facts(s).language == "es"
 
 
 def test_a_url_or_a_path_given_as_the_answer_is_quoted_as_typed() -> None:

@@ -222,6 +222,10 @@ def user_words(text: str) -> str:
         return m.group(1).strip()
     if text.lstrip().startswith(_PERSONA_LOAD):
         return ""
+    if text.lstrip().startswith(_PLAN_HANDOFF):
+        # Claude Code leaving plan mode sends the approved plan wrapped in its own English lines: the plan (written
+        # in the conversation's language) is the ask, the wrapper no word of the user's.
+        return _PLAN_TRAILER.sub("", text.lstrip()[len(_PLAN_HANDOFF):]).strip()
     if "[IMPORTANT: " not in text and _SKILL_INSTRUCTION not in text:
         return text
     invoked = _SKILL_INVOKED.search(text)
@@ -235,6 +239,8 @@ def user_words(text: str) -> str:
     return rest or (_skill_ask(invoked.group(1), text[invoked.end():]) if invoked else text)
 
 
+_PLAN_HANDOFF = "Implement the following plan:"
+_PLAN_TRAILER = re.compile(r"\n\s*If you need specific details from before exiting plan mode\b.*\Z", re.S)
 _DESCRIPTION = re.compile(r"^description:\s*['\"]?(.+?)['\"]?\s*$", re.M)
 
 
