@@ -1555,6 +1555,21 @@ def test_a_contrast_that_draws_a_line_reports_no_problem() -> None:
     assert reported_problem("The page loads, but the images are not shown.") is not None
 
 
+def test_behaviour_under_a_condition_reports_no_problem() -> None:
+    """A blind set's report of done work: "if both are empty, Liked points you to the starters under Saved" says what
+    the page does then; it made a resolved session `unknown`. An unconditional "the list is empty" reports one."""
+    from pipeline.facts.endstate import reported_problem
+
+    assert reported_problem("Under Liked, starters only if you have saved items; if both are empty, Liked points you "
+                            "to the starters under Saved.") is None
+    # ("when it was empty" stays a report: "when I opened the page it was empty" tells what happened)
+    assert reported_problem("The liked list is empty after a reload.") is not None
+    fix = _tool("e", "Edit", file_path="/home/ana/src/proj/app/saved.tsx", old_string="a", new_string="b")
+    done = a("Done: Library sections added. If both lists are empty, Liked points you to the starters. "
+             "`npx tsc --noEmit` passes.")
+    assert end(u("add liked papers to the library"), *fix, *run("1", "npx tsc --noEmit", "", 0), done) == "resolved"
+
+
 def test_a_zero_count_of_issues_reports_no_problem() -> None:
     """"All tests pass and the linter reports 0 issues." is a clean result; "the linter reports 3 issues" is not."""
     from pipeline.facts.endstate import reported_problem

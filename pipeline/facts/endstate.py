@@ -579,7 +579,8 @@ def reported_problem(text: str) -> str | None:
             continue
         if _INSTRUCTION.match(s) or _DISMISSED.search(s):
             continue
-        m = _PROBLEM_REPORT.search(s)
+        # "if both are empty, Liked points you to the starters" describes behaviour under a condition: no problem
+        m = next((m for m in _PROBLEM_REPORT.finditer(s) if not _conditional(s, m)), None)
         if m and not _FIXED_AFTER.search(s, m.end()):
             return s
     return None
