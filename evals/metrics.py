@@ -94,6 +94,13 @@ def same_file(predicted: str, gold: str) -> bool:
 # --------------------------------------------------------------------------- output files
 
 
+def _rooted(path: str, root: str) -> str:
+    """``path`` under ``root`` when it is relative (as the note writes a file of its cwd), else as written."""
+    if re.match(r"^(?:[/~\\]|[A-Za-z]:[/\\])", path):
+        return path
+    return root.replace("\\", "/").rstrip("/") + "/" + path
+
+
 @dataclass(frozen=True)
 class FileScore:
     precision: float | None
@@ -105,7 +112,8 @@ class FileScore:
     extra: tuple[str, ...]
 
 
-def output_file_scores(predicted: Sequence[str], gold: Gold, deleted: Sequence[str] = ()) -> FileScore:
+def output_file_scores(predicted: Sequence[str], gold: Gold, deleted: Sequence[str] = (),
+                       root: str | None = None) -> FileScore:
     """Precision and recall of the files a note lists as produced, against gold ``output_files``.
 
     * A predicted path is a true positive when it names (``same_file``) a gold output file; it is
@@ -119,14 +127,20 @@ def output_file_scores(predicted: Sequence[str], gold: Gold, deleted: Sequence[s
       average only the defined values (macro average over sessions).
 
     ``predicted`` is the note's ``output_files`` frontmatter list (Facts plus whatever the
-    summariser added), i.e. exactly what a reader of the note is told.
+    summariser added), i.e. exactly what a reader of the note is told. The note writes them relative
+    to ``root`` (its ``cwd``, or the root its files imply); with ``root`` given, a relative prediction
+    also names the gold file written absolute (``.env.local`` in ``C:\\app`` is ``C:\\app\\.env.local``).
     """
     preds = list(dict.fromkeys(p for p in predicted if p.strip()))
-    scored = [p for p in preds if not any(same_file(p, o) for o in gold.optional_output_files)
-              or any(same_file(p, g) for g in gold.output_files)]
-    tp = [p for p in scored if any(same_file(p, g) for g in gold.output_files)]
+
+    def names(p: str, g: str) -> bool:  # as written, or (relative) under the note's root
+        return same_file(p, g) or (root is not None and same_file(_rooted(p, root), g))
+
+    scored = [p for p in preds if not any(names(p, o) for o in gold.optional_output_files)
+              or any(names(p, g) for g in gold.output_files)]
+    tp = [p for p in scored if any(names(p, g) for g in gold.output_files)]
     gone = [d for d in deleted if d.strip()]
-    found = [g for g in gold.output_files if any(same_file(p, g) for p in [*preds, *gone])]
+    found = [g for g in gold.output_files if any(names(p, g) for p in [*preds, *gone])]
     return FileScore(
         precision=len(tp) / len(scored) if scored else None,
         recall=len(found) / len(gold.output_files) if gold.output_files else None,

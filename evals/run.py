@@ -76,6 +76,7 @@ def extractive(case_id: str, session: Session, chunks: list[Chunk], facts: Facts
 def score(p: Prepared, summary: SessionSummary, usage: dict[str, Any], summariser: str,
           llm_judge: Any | None = None) -> dict[str, Any]:
     """Render the note and compute every metric for it."""
+    from pipeline.facts.derive import work_root
     from pipeline.notes.render import note_text, render_note
     from pipeline.run.steps import content_hash
 
@@ -83,7 +84,7 @@ def score(p: Prepared, summary: SessionSummary, usage: dict[str, Any], summarise
                        distilled_at=EVAL_CLOCK)
     text = note_text(note)
     files = M.output_file_scores(note.frontmatter.get("output_files") or [], p.gold,
-                                 note.frontmatter.get("deleted_files") or [])
+                                 note.frontmatter.get("deleted_files") or [], root=work_root(p.session))
     kw_recall, kw_hits = M.decision_recall(summary, p.gold, M.keyword_judge)
     values: dict[str, Any] = {
         "file_precision": files.precision, "file_recall": files.recall,

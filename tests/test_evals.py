@@ -431,6 +431,16 @@ def test_a_deletion_the_note_reports_is_a_gold_output_found() -> None:
     assert M.output_file_scores([".zprofile"], g).missed == (".gitmodules",)
 
 
+def test_a_relative_output_names_the_gold_file_written_absolute_under_the_notes_root() -> None:
+    """The note writes a file of its cwd relative to it (``.env.mimo.local``); a labeller wrote the absolute path
+    (``C:\\Users\\A\\mimo\\.env.mimo.local``). Under the note's root they are one file; elsewhere they are not."""
+    g = _gold(output_files=["C:\\Users\\A\\mimo\\.env.mimo.local", "src/a.py"])
+    s = M.output_file_scores([".env.mimo.local", "src/a.py"], g, root="C:\\Users\\A\\mimo")
+    assert (s.recall, s.precision, s.extra) == (1.0, 1.0, ())
+    assert M.output_file_scores([".env.mimo.local", "src/a.py"], g, root="C:/Users/A/other").recall == 0.5
+    assert M.output_file_scores([".env.mimo.local", "src/a.py"], g).recall == 0.5  # no root: as before
+
+
 def test_end_state_definition() -> None:
     assert M.end_state_correct("unknown", _gold(end_state="unresolved"))
     assert M.end_state_correct("failed", _gold(end_state="unresolved"))
