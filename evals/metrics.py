@@ -48,9 +48,10 @@ def transcript_text(session: Session) -> str:
     """Everything the session said or did: message text, tool arguments, carrier summaries.
 
     Reasoning is included too: a summary quoting the agent's own reasoning is grounded in the
-    session even though the pipeline never sends reasoning to a model.
+    session even though the pipeline never sends reasoning to a model. So is the session's own title (a
+    SpecStory export's heading, Hermes's ``sessions.title``): a note titled with it invents nothing.
     """
-    parts: list[str] = []
+    parts: list[str] = [session.title or ""]
     for m in session.messages:
         parts += [m.content, m.carrier_summary or "", m.reasoning or ""]
         for c in m.tool_calls:

@@ -441,6 +441,17 @@ def test_a_relative_output_names_the_gold_file_written_absolute_under_the_notes_
     assert M.output_file_scores([".env.mimo.local", "src/a.py"], g).recall == 0.5  # no root: as before
 
 
+def test_the_sessions_own_title_grounds_a_note_that_quotes_it() -> None:
+    """A SpecStory export's heading ("JPQuiz 專案-UI/UX") became the note's title, and "-UI/UX" was counted as an
+    invented path: the title is the session's own words."""
+    from pipeline.models import Message, Session, SessionSummary
+
+    s = Session(id="s", source="specstory", title="JPQuiz 專案-UI/UX", messages=(Message(role="user", content="fix"),))
+    summary = SessionSummary(title="JPQuiz 專案-UI/UX", goal="fix", end_state="unknown", language="zh")
+    assert M.faithfulness_violations(summary, s) == []
+    assert M.faithfulness_violations(summary, s.model_copy(update={"title": None})) == [("path", "-UI/UX")]
+
+
 def test_end_state_definition() -> None:
     assert M.end_state_correct("unknown", _gold(end_state="unresolved"))
     assert M.end_state_correct("failed", _gold(end_state="unresolved"))
