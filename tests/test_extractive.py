@@ -960,6 +960,18 @@ def test_powershell_running_the_changed_script_is_a_check() -> None:
     assert end(ask, *write, *ps("l", "Get-ChildItem -File C:\\Users\\ana\\.claude", "sync.ps1"), done) == "unknown"
 
 
+def test_work_handed_over_for_a_review_that_never_came_is_not_resolved() -> None:
+    """A blind set's false success: a constitution rewritten and "Prêt pour validation ; commit recommandé : …", then
+    nothing. The agent says its work waits on the user's verdict; none came. A review given, or none asked, is as before."""
+    ask, edit = u("Fais ce qui est pertinent pour une application robuste"), _tool("e", "Write", file_path="docs/c.md",
+                                                                                  content="v1.1.0")
+    handed = a("Constitution renforcée et portée à la version 1.1.0. Prêt pour validation ; commit recommandé.")
+    assert end(ask, *edit, handed) == "unknown"
+    assert end(ask, *edit, a("Done: the constitution is at v1.1.0. Ready for your review.")) == "unknown"
+    assert end(ask, *edit, handed, u("parfait, merci")) == "resolved"
+    assert end(ask, *edit, a("Done: the constitution is at v1.1.0.")) == "resolved"
+
+
 def test_reasoning_that_says_the_work_was_not_run_vetoes_the_claim() -> None:
     """The reasoning behind the final reply counts against its claim, never for it: "…mention tests weren't run"."""
     edit = _tool("e", "patch", path="README.md", old_string="a", new_string="b")

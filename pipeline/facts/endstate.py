@@ -294,6 +294,12 @@ _NEEDS_INPUT = re.compile(
     r"|\bneeds? your (?:input|decision|confirmation|choice|approval)\b|\bplease (?:provide|confirm|choose|specify|pick|select)\b"
     r"|\bwhat would you like (?:to do|me to do|to use)\b|\bonce you (?:provide|confirm|choose|tell me|decide|pick)\b"
     r"|需要(?:您|你)(?:的)?(?:确认|提供|选择|决定|输入)|请(?:您|你)?(?:确认|提供|选择|告诉我)|等(?:您|你)(?:确认|回复)", re.I)
+# The agent hands its work over for the user's review or validation ("Prêt pour validation ; commit recommandé",
+# "Ready for your review"): its claim waits on a verdict, and none came.
+_AWAITS_REVIEW = re.compile(
+    r"\bready for (?:your )?(?:review|validation|approval|sign-?off)\b|\bpr[êe]te? (?:pour|à) (?:la )?(?:validation|relecture)\b"
+    r"|\blist[oa] para (?:su )?(?:revisi[óo]n|validaci[óo]n)\b|\bpront[oa] para (?:sua )?(?:revis[ãa]o|valida[çc][ãa]o)\b"
+    r"|请(?:您|你)?(?:审阅|审核|验收)|待(?:您|你)?(?:审阅|审核|验收)", re.I)
 # A claim the reply itself says is unchecked: "Fixed the handler. I haven't run the tests yet.", "untested", "还没有测试".
 _UNVERIFIED = re.compile(
     r"\b(?:i|we) (?:haven[’']?t|have not|did ?n[’']?t|did not) (?:yet )?(?:run|test(?:ed)?|verif(?:y|ied)|check(?:ed)?"
@@ -936,6 +942,9 @@ def _judge(msgs: list[Message]) -> EndVerdict:
         # glued into a Copilot reply): the agent's own account that nothing checked the work.
         if _UNVERIFIED.search(_prose(final)) or _UNVERIFIED.search(replies[-1].reasoning or ""):
             return _verdict("unknown", "the final reply claims the work done but says it was not checked", msgs, at,
+                            doubted=True)
+        if _AWAITS_REVIEW.search(_prose(final)):
+            return _verdict("unknown", "the final reply hands the work over for a review that never came", msgs, at,
                             doubted=True)
         if _unverified_fix(msgs) is not None:
             return _verdict("unknown", "the final reply claims the work done, but the last run the user showed failed "
