@@ -972,6 +972,22 @@ def test_work_handed_over_for_a_review_that_never_came_is_not_resolved() -> None
     assert end(ask, *edit, a("Done: the constitution is at v1.1.0.")) == "resolved"
 
 
+def test_an_incomplete_thing_described_and_a_handoff_asked_for_are_no_work_left() -> None:
+    """Two resolved sessions read `unresolved`: a list of features not built ("…returning an incomplete scan's rows as
+    unpublishable") and "Handoff is ready and validated" after "prepare the handoff". Work said to be incomplete, or a
+    handoff of work the user did not ask to hand on, is still work left."""
+    edit = _tool("e", "Write", file_path="docs/HANDOFF.md", content="x")
+    check = run("1", "python scripts/validate_handoff.py", "[PASS] All required sections complete", 0)
+    ready = a("Done: the handoff is written and validated. Verdict: READY for handoff.")
+    assert end(u("prepare the handoff for the next phase"), *edit, *check, ready) == "resolved"
+    assert end(u("finish the parser"), *edit, *check, a("Done with the lexer; handoff to the next session for the rest.")) \
+        == "unresolved"
+    feature = a("Done: all three checks pass. Not built, in order of value: returning an incomplete scan's rows as "
+                "unpublishable, and a review decision file.")
+    assert end(u("fix the dedup"), *edit, *check, feature) == "resolved"
+    assert end(u("fix the dedup"), *edit, *check, a("Done, but the migration is still incomplete.")) == "unresolved"
+
+
 def test_reasoning_that_says_the_work_was_not_run_vetoes_the_claim() -> None:
     """The reasoning behind the final reply counts against its claim, never for it: "…mention tests weren't run"."""
     edit = _tool("e", "patch", path="README.md", old_string="a", new_string="b")

@@ -228,11 +228,15 @@ _LEFT_OVER = re.compile(
     r"\b(?:remaining (?:work|failures|issues|tasks|items|problems|errors)|(?:still|are) (?:failing|broken)"
     r"|(?:\d+|some|few|several) (?:tests? |checks? |specs? )?(?:still )?(?:fail(?:ed|ing|s)?|broken)"
     r"|not (?:yet )?(?:complete|finished|done|fixed|implemented)"
-    r"|incomplete|partially (?:done|complete|implemented|fixed)|left to do|yet to be (?:done|fixed|implemented)"
-    r"|work in progress|handoff|hand-off|(?:done|finished|complete|completed|implemented|migrated),? except)\b|\btodo:"
+    # ("an incomplete scan's rows" describes a thing; "the migration is incomplete" reports work left)
+    r"|(?:is|are|was|were|remains?|still|left|stays?) incomplete|^incomplete\b|incomplete\s*[:：]"
+    r"|partially (?:done|complete|implemented|fixed)|left to do|yet to be (?:done|fixed|implemented)"
+    r"|work in progress|hand-?off"
+    r"|(?:done|finished|complete|completed|implemented|migrated),? except)\b|\btodo:"
     r"|剩余(?:的)?(?:问题|工作|任务|失败)|仍有.{0,12}(?:失败|问题|报错)|还有.{0,12}(?:失败|报错|没有完成|未完成)"
     r"|未完成|尚未(?:完成|实现|修复)|部分完成|待(?:完成|修复|处理)"
     r"|(?:剩下|还剩)(?:的)?[^。！？\n]{0,8}(?:需要|还要|没有|没|未|待|要)", re.I)
+_HANDOFF = re.compile(r"hand-?o(?:ff|ut)", re.I)
 # A failure the same sentence says the work did not cause ("2 failed (unrelated)", "pre-existing failures remain") is
 # not work left over by this task.
 _NOT_OURS = re.compile(r"\b(?:unrelated|pre-?existing|already (?:failing|broken)|existing failures?|flaky)\b"
@@ -752,9 +756,13 @@ def judge_end_state(session: Session, facts: Facts | None = None) -> EndVerdict:
         return _verdict("unresolved", "the harness could not apply the edit the last reply made", msgs, rejected)
     if verdict.index is not None and msgs[verdict.index].role == "assistant":
         sentences = _sentences(_prose(msgs[verdict.index].content))
+        # A handoff the user asked for ("prepare the handoff") is the deliverable, not work handed on.
+        asked = next((m.content for m in reversed(msgs[:verdict.index]) if _kind(m) == "ask"), "")
+        deliverable = _HANDOFF.search(asked) is not None
         # A conditional ("if anything still fails, tell me") offers help; it reports nothing left.
         left = next((i for i, s in enumerate(sentences)
-                     if _LEFT_OVER.search(s) and not _IF.match(s) and not _NOT_OURS.search(s)), None)
+                     if any(not (deliverable and _HANDOFF.fullmatch(m.group(0))) for m in _LEFT_OVER.finditer(s))
+                     and not _IF.match(s) and not _NOT_OURS.search(s)), None)
         if left is not None:
             return _verdict("unresolved", "the final reply lists work still left or failing", msgs, verdict.index)
     return verdict
