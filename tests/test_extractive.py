@@ -988,6 +988,22 @@ def test_an_incomplete_thing_described_and_a_handoff_asked_for_are_no_work_left(
     assert end(u("fix the dedup"), *edit, *check, a("Done, but the migration is still incomplete.")) == "unresolved"
 
 
+def test_a_build_that_passed_after_the_last_change_then_an_offer_is_resolved() -> None:
+    """A blind set's missed success: the last CSS edit, `npm run build` "✓ built in 601ms", then "Build passes. Here's
+    what I changed… Want me to spin up the dev server so you can check it?". An offer of more work leaves nothing
+    unanswered; the build after the last change is the evidence. A question the work waits on is still open, and a
+    check before the change, or a failure after it, vouches for nothing."""
+    ask = u("make the sign up form look better on mobile")
+    edit = _tool("e", "Edit", file_path="/home/ana/src/proj/src/App.css", old_string="a", new_string="b")
+    build = run("1", "npm run build", "✓ built in 601ms", 0)
+    report = "Build passes. Paired fields now stack on phones and inputs are 16px."
+    offer = a(f"{report} Want me to spin up the dev server so you can check it in a mobile viewport?")
+    assert end(ask, *edit, *build, offer) == "resolved"
+    assert end(ask, *edit, *build, a(f"{report} Which breakpoint should the sheet use, 640px or 768px?")) == "unresolved"
+    assert end(ask, *build, *edit, offer) != "resolved"
+    assert end(ask, *edit, *build, *run("2", "npm run lint", "2 errors", 1), offer) != "resolved"
+
+
 def test_reasoning_that_says_the_work_was_not_run_vetoes_the_claim() -> None:
     """The reasoning behind the final reply counts against its claim, never for it: "…mention tests weren't run"."""
     edit = _tool("e", "patch", path="README.md", old_string="a", new_string="b")

@@ -471,6 +471,46 @@ def _ends_on_passing_check(tail: Sequence[Message]) -> int | None:
     return last if not _unchecked_source_change(list(tail)) else None
 
 
+def _passing_check_after_change(tail: Sequence[Message]) -> int | None:
+    """Index in ``tail`` of a check (``_TEST_OR_BUILD``) that passed after the tail's last change to a file, when no
+    tool failed after it; else None (no change, no such check, or a failure since)."""
+    results = {m.tool_call_id: m for m in tail if m.role == "tool" and m.tool_call_id}
+    last_change = None
+    for i, m in enumerate(tail):
+        if m.role == "assistant" and m.tool_calls:
+            calls = [results[c.id] for c in m.tool_calls if c.id in results]
+            if any(t.action != "read" for t in file_touches([m, *calls])):
+                last_change = i
+    if last_change is None:
+        return None
+    passed = None
+    for i in range(last_change + 1, len(tail)):
+        m = tail[i]
+        if m.role != "tool" or not m.tool_call_id:
+            continue
+        call = next((c for x in tail[last_change:i] for c in x.tool_calls if c.id == m.tool_call_id), None)
+        if call is None:
+            continue
+        if result_failed(m):
+            return None  # a failure after the check (or instead of it) is left for the other rules to judge
+        command = _MESSAGE_ARG.sub(" ", call_command(call.arguments, m) or "") if call.name.lower() in COMMAND_TOOLS else ""
+        if _TEST_OR_BUILD.search(command):
+            passed = i
+    return passed
+
+
+#: An offer of more, optional work closing a report ("Want me to spin up the dev server so you can check it?"): the
+#: user not taking it up leaves nothing unanswered that the work waits on.
+_OFFER = re.compile(r"^(?:(?:(?:do you )?want me to|would you like (?:me )?to|shall i|should i|do you want me to"
+                    r"|if you(?:'d| would)? like|let me know if you(?:'d| would)? like)\b|(?:要不要|需要|是否需要)我"
+                    r"|¿?(?:quieres|quer|voulez-vous|souhaitez-vous) que)", re.I)
+
+
+def _offers_more(text: str) -> bool:
+    sentences = _sentences(_prose(text))
+    return bool(sentences) and _OFFER.match(sentences[-1]) is not None
+
+
 #: The checks a session may end on and be judged by: a test suite, a build, a type check. (A script or a request
 #: run last is exploration as often as a check: a Hermes run ended on one while its research went on.)
 _TEST_OR_BUILD = re.compile(
@@ -962,7 +1002,7 @@ def _judge(msgs: list[Message]) -> EndVerdict:
                             "the code and the user did not confirm it", msgs, at, doubted=True)
         return _verdict("resolved", "the final reply reports the work done and no later message contradicts it",
                         msgs, at)
-    if final.rstrip().endswith(("?", "？")) and not closed:
+    if final.rstrip().endswith(("?", "？")) and not closed and not _offers_more(final):
         return _verdict("unresolved", "the final reply asks the user something never answered", msgs, at)
     if closed:
         return _verdict("resolved", "the user closed the work", msgs, closer)
@@ -993,4 +1033,9 @@ def _judge(msgs: list[Message]) -> EndVerdict:
         return _verdict("resolved", "the last ask was for a review and the final reply gives it", msgs, at)
     if answer == "text":
         return _verdict("resolved", "the last ask was for a text and the final reply gives it", msgs, at)
+    if not closed and (check := _passing_check_after_change(tail)) is not None and reported_problem(final) is None:
+        # The evidence the issue asks for: a test, build or type check passed after the last change, and nothing
+        # after it (the final reply included) reports a problem. Its claim words or their absence add nothing.
+        return _verdict("resolved", "a check passed after the last change and nothing later reports a problem", msgs,
+                        last_turn + 1 + check)
     return _verdict("unknown", "no confirmation, check or claim decides it", msgs, at)
