@@ -380,6 +380,21 @@ def test_every_language_labels_every_part_of_a_note() -> None:
         assert not {str(t[key]).casefold() for t in table.values()} & others, key
 
 
+def test_every_language_a_note_is_written_in_has_its_labels() -> None:
+    """A Vietnamese session's note read "## Goal", "**Asked:**", "Files changed:" around its Vietnamese asks (a blind
+    set): the languages the summarisers write in (``LANGUAGES``) and Arabic have a table of their own."""
+    import yaml
+
+    from pipeline.resources import data_dir
+    from pipeline.summarize.extractive import _LABELS
+    from pipeline.summarize.mapreduce import LANGUAGES
+
+    table = yaml.safe_load((data_dir("templates") / "headings.yaml").read_text(encoding="utf-8"))
+    for lang in {*LANGUAGES, "ar"}:
+        assert lang in table and set(_LABELS.get(lang, {})) == set(_LABELS["en"]), lang
+    assert headings_for("vi")["goal"] == "Mục tiêu" and headings_for("tr")["asked"] == "İstek"
+
+
 def test_session_text_cannot_add_structure() -> None:
     hostile = "\n".join(
         [

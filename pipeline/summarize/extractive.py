@@ -137,6 +137,20 @@ _LABELS = {
            "none": "(nessuna richiesta registrata)", "pasted": "Output incollato: ", "ran": "Eseguito: "},
     "ru": {"files": "Изменённые файлы: ", "continued": "Продолжение предыдущей работы", "none": "(запрос не записан)",
            "pasted": "Вставленный вывод: ", "ran": "Выполнено: "},
+    "uk": {"files": "Змінені файли: ", "continued": "Продовження попередньої роботи", "none": "(запит не записано)",
+           "pasted": "Вставлений вивід: ", "ran": "Виконано: "},
+    "vi": {"files": "Tệp đã thay đổi: ", "continued": "Tiếp tục công việc trước", "none": "(không ghi nhận yêu cầu nào)",
+           "pasted": "Đầu ra được dán: ", "ran": "Đã chạy: "},
+    "tr": {"files": "Değiştirilen dosyalar: ", "continued": "Önceki çalışmanın devamı", "none": "(kayıtlı istek yok)",
+           "pasted": "Yapıştırılan çıktı: ", "ran": "Çalıştırıldı: "},
+    "nl": {"files": "Gewijzigde bestanden: ", "continued": "Vervolg van eerder werk", "none": "(geen verzoek vastgelegd)",
+           "pasted": "Geplakte uitvoer: ", "ran": "Uitgevoerd: "},
+    "pl": {"files": "Zmienione pliki: ", "continued": "Kontynuacja wcześniejszej pracy", "none": "(nie zapisano prośby)",
+           "pasted": "Wklejone wyjście: ", "ran": "Uruchomiono: "},
+    "id": {"files": "Berkas yang diubah: ", "continued": "Lanjutan pekerjaan sebelumnya",
+           "none": "(tidak ada permintaan tercatat)", "pasted": "Keluaran yang ditempel: ", "ran": "Dijalankan: "},
+    "ar": {"files": "الملفات المعدّلة: ", "continued": "متابعة العمل السابق", "none": "(لم يُسجَّل أي طلب)",
+           "pasted": "مخرجات ملصقة: ", "ran": "نُفِّذ: "},
 }
 #: Commands that only look (list, read, search, report status): what a phase *did* is in the others.
 _LOOK_ONLY = re.compile(
