@@ -1051,6 +1051,21 @@ def _touched(*calls: tuple[str, object, str], cwd: str = "/home/u/p") -> list[tu
 PATCH = "*** Begin Patch\n*** Add File: src/a.py\n+x\n*** Update File: b.py\n@@\n-a\n+b\n*** End Patch"
 
 
+def test_codex_code_mode_runs_the_commands_its_javascript_names() -> None:
+    """Codex's code mode calls ``exec`` with JavaScript: ``tools.exec_command({cmd:"…", "workdir":"/w"})``, several in a
+    ``Promise.all``. Each command is run as if typed, in its workdir (a blind set's session was all of this)."""
+    from pipeline.facts.shell import command_text
+
+    code = ('const r = await tools.exec_command({cmd:"mkdir -p out && echo \\"ok\\" > out/report.txt","workdir":"/w/app",'
+            'yield_time_ms:30000}); text(JSON.stringify(r))')
+    assert _touched(("exec", {"input": code}, '{"output": "", "exit_code": 0}'), cwd="/w/app") == [
+        ("created", "out/report.txt")]
+    both = ('const rs = await Promise.all([tools.exec_command({cmd:"pytest -q"}), '
+            'tools.exec_command({cmd:`rm old.log`, workdir:"/w/app"})]);')
+    assert command_text({"input": both}) == "pytest -q\nrm old.log"
+    assert command_text({"input": "const p = await tools.update_plan({plan: []});"}) is None
+
+
 def test_a_patch_specstory_shows_as_an_unknown_tools_input() -> None:
     """SpecStory renders a tool it does not know (Codex's code-mode ``exec``) by its input alone, cut short: "Input
     (truncated): ```const patch = "*** Begin Patch\\n*** Update File: C:\\\\app\\\\a.py\\n@@…". The header names the file

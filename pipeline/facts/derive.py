@@ -51,6 +51,7 @@ from pipeline.facts.shell import (
     forward_slashes,
     home_of,
     is_absolute,
+    js_exec_commands,
     normalise_path,
     python_scripts,
     shell_file_ops,
@@ -423,6 +424,8 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
     if lname in COMMAND_TOOLS:
         cmd = call_command(args, result_msg)
         workdir = args.get("workdir") if isinstance(args, dict) else None
+        if workdir is None and isinstance(args, dict) and isinstance(code := args.get("input"), str):
+            workdir = next((w for _cmd, w in js_exec_commands(code) if w), None)  # Codex's code mode
         base = workdir if isinstance(workdir, str) else None
         said = result_msg.content if result_msg else ""
         for path, action, op_base in shell_file_ops(cmd or "", base):

@@ -438,11 +438,41 @@ def _absolute(path: str) -> bool:
     return path.startswith(("/", "~")) or bool(re.match(r"^[A-Za-z]:[/\\]", path))
 
 
+_JS_EXEC = re.compile(r"exec_command\(\s*\{")
+_JS_FIELD = re.compile(r"""(?<![\w$])["']?(cmd|workdir)["']?\s*:\s*("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|`(?:[^`\\]|\\.)*`)""")
+
+
+def _js_string(literal: str) -> str:
+    """A JavaScript string literal's text: its escapes undone (a template's ``${…}`` left as written)."""
+    body = literal[1:-1]
+    return re.sub(r"\\(u[0-9a-fA-F]{4}|.)", lambda m: {"n": "\n", "t": "\t", "r": "\r"}.get(
+        m.group(1), chr(int(m.group(1)[1:], 16)) if m.group(1).startswith("u") else m.group(1)), body)
+
+
+def js_exec_commands(code: str) -> list[tuple[str, str | None]]:
+    """(command, workdir) of each ``exec_command({cmd: …, workdir: …})`` a code-mode JavaScript call makes."""
+    out: list[tuple[str, str | None]] = []
+    starts = [m.end() for m in _JS_EXEC.finditer(code)]
+    for i, start in enumerate(starts):
+        chunk = code[start:starts[i + 1] if i + 1 < len(starts) else len(code)]
+        fields: dict[str, str] = {}
+        for m in _JS_FIELD.finditer(chunk):
+            fields.setdefault(m.group(1), _js_string(m.group(2)))
+        if fields.get("cmd", "").strip():
+            out.append((fields["cmd"].strip(), fields.get("workdir")))
+    return out
+
+
 def command_text(args: dict[str, Any] | str) -> str | None:
     """The shell command a command tool ran (``command``/``cmd``; argv lists unwrapped)."""
     if isinstance(args, str):
         return args.strip() or None
     cmd = args.get("command", args.get("cmd"))
+    if cmd is None and isinstance(code := args.get("input"), str) and "exec_command" in code:
+        # Codex's code mode: the call is JavaScript that runs commands (``tools.exec_command({cmd:"…"})``, several
+        # at once in a ``Promise.all``); each runs as if typed, one line each.
+        ran = [c for c, _workdir in js_exec_commands(code)]
+        return "\n".join(ran) or None
     if isinstance(cmd, list):
         parts = [str(p) for p in cmd]
         if len(parts) >= 3 and posixpath.basename(parts[0]) in _SHELLS and parts[1].startswith("-"):
