@@ -1004,6 +1004,23 @@ def test_a_build_that_passed_after_the_last_change_then_an_offer_is_resolved() -
     assert end(ask, *edit, *build, *run("2", "npm run lint", "2 errors", 1), offer) != "resolved"
 
 
+def test_a_look_taken_along_with_the_last_reply_is_no_work_stopped_midway() -> None:
+    """A blind set's session ends on the result of ``CronList``, called in the same message as the agent's full report
+    (the job it just scheduled): the reply had its say. A look announced ("let me check the schedule:") is still work
+    under way, and so is a command."""
+    ask = u("每天9点推送早朝报告")
+    report = ("已设置每天 9:03 的定时任务，推送内容已加长，测试推送返回 success。注意：Claude Code 不运行时定时器不会触发，"
+              "明早若未开启，推送会延后到开机时。")
+
+    def said_then(text: str, name: str, args: dict[str, Any]) -> list[Message]:
+        return [a(text, calls=(ToolCall(id="c", name=name, arguments=args),)),
+                Message(role="tool", tool_call_id="c", content="bb7b306d — Every day at 9:03 AM")]
+
+    assert _verdict(ask, *said_then(report, "CronList", {})).reason != "the agent stopped mid-work"
+    assert _verdict(ask, *said_then("让我检查一下定时任务：", "CronList", {})).reason == "the agent stopped mid-work"
+    assert _verdict(ask, *said_then(report, "Bash", {"command": "crontab -l"})).reason == "the agent stopped mid-work"
+
+
 def test_reasoning_that_says_the_work_was_not_run_vetoes_the_claim() -> None:
     """The reasoning behind the final reply counts against its claim, never for it: "…mention tests weren't run"."""
     edit = _tool("e", "patch", path="README.md", old_string="a", new_string="b")

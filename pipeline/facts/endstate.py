@@ -502,7 +502,7 @@ def _passing_check_after_change(tail: Sequence[Message]) -> int | None:
 #: An offer of more, optional work closing a report ("Want me to spin up the dev server so you can check it?"): the
 #: user not taking it up leaves nothing unanswered that the work waits on.
 _OFFER = re.compile(r"^(?:(?:(?:do you )?want me to|would you like (?:me )?to|shall i|should i|do you want me to"
-                    r"|if you(?:'d| would)? like|let me know if you(?:'d| would)? like)\b|(?:要不要|需要|是否需要)我"
+                    r"|if you(?:'d| would)? like|let me know if you(?:'d| would)? like)\b|(?:要不要|需要|是否需要)我|要我|是否需要|要不要"
                     r"|¿?(?:quieres|quer|voulez-vous|souhaitez-vous) que)", re.I)
 
 
@@ -643,6 +643,24 @@ def _waits_for_input(text: str) -> bool:
         s.endswith(("?", "？")) for s in _sentences(prose))
 
 
+#: A tool that only looks (``CronList``, ``read_file``, ``git_status``…), by its name.
+_LOOK_TOOL = re.compile(r"list|read|get|view|show|status|search|grep|glob|find|ls\b|cat\b|fetch", re.I)
+
+
+def _looked_after_saying(tail: Sequence[Message], last: Message) -> bool:
+    """The tail ends on a look the last reply took along with what it said (its text and the call in one message: a
+    report, then ``CronList`` to show the job now scheduled): the reply had its say, and looking changes nothing."""
+    call_id = last.tool_call_id if last.role == "tool" else None
+    said = next((m for m in reversed(tail) if m.role == "assistant" and m.tool_calls
+                 and (call_id is None or any(c.id == call_id for c in m.tool_calls))), None)
+    if said is None or len(_prose(said.content).strip()) < 80:
+        return False
+    sentences = _sentences(_prose(said.content))
+    if said.content.rstrip().endswith((":", "：")) or (sentences and _NEXT_STEP.search(sentences[-1])):
+        return False  # "Let me check the schedule:": it announced work to come
+    return all(c.name.lower() not in COMMAND_TOOLS and _LOOK_TOOL.search(c.name) for c in said.tool_calls)
+
+
 def _cut_off(tail: Sequence[Message], final: str) -> bool:
     """The agent stopped mid-work: the tail ends on a tool call or result (unless the last reply had
     already reported the work done), inside a code block, mid-sentence (``_MID_SENTENCE``), or on an
@@ -652,7 +670,7 @@ def _cut_off(tail: Sequence[Message], final: str) -> bool:
                  if m.role != "system" and not (m.role == "assistant" and not m.tool_calls and not m.content.strip())),
                 None)
     if last is None or last.role == "tool" or (last.role == "assistant" and last.tool_calls):
-        return last is not None and not _claims_done(final)
+        return last is not None and not _claims_done(final) and not _looked_after_saying(tail, last)
     text = last.content.strip()
     if sum(1 for ln in text.splitlines() if ln.lstrip().startswith("```")) % 2:
         return True  # the export ends inside a fence
