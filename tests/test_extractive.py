@@ -120,6 +120,16 @@ def test_a_url_or_a_path_given_as_the_answer_is_quoted_as_typed() -> None:
     assert _trim_ask(log, lang="ko").startswith("붙여넣은 출력")
 
 
+def test_codex_inlining_a_skill_the_user_invoked_is_no_ask() -> None:
+    """Typing "$rhwp-edit …" makes Codex add the skill's SKILL.md as a user-role message ("<skill><name>…"): a blind
+    set's phase listed it as an ask ("붙여넣은 출력: `<skill>`"). It is the harness's, as Hermes's inlined skills are."""
+    skill = ("<skill>\n<name>rhwp-edit</name>\n<path>/w/.agents/skills/rhwp-edit/SKILL.md</path>\n---\nname: rhwp-edit\n"
+             "description: Edit HWP documents with the k-skill-rhwp CLI\n---\n# rhwp-edit\n\nUse `set-cell-text`…\n</skill>")
+    msgs = [u("$rhwp-edit ./보고서.hwp에 있는 내용을 SIGGRAPH 2026에 맞게 써줘"), u(skill), a("작성했습니다.")]
+    assert user_asks(msgs, "ko") == ["$rhwp-edit ./보고서.hwp에 있는 내용을 SIGGRAPH 2026에 맞게 써줘"]
+    assert derive_facts(sess(*msgs)).language == "ko"
+
+
 def test_a_hermes_skill_run_asks_what_the_user_typed_not_the_skill_text() -> None:
     """Hermes sends a skill run as the invocation notice, the whole SKILL.md and then the user's instruction; a cron
     job's prompt opens with a bracketed notice that itself holds brackets. The ask is what the user typed; a skill run

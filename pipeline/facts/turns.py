@@ -34,6 +34,7 @@ _HARNESS = (
     "<command-name>", "<command-message>", "<local-command", "<system-reminder>", "<environment_context>",
     "<user_instructions>", "<task-notification>", "<bash-input>", "<bash-stdout>", "# AGENTS.md instructions",
     "Caveat: The messages below", "This session is being continued from a previous conversation",
+    "<skill>\n<name>",  # Codex inlining a skill's SKILL.md the user invoked ("$rhwp-edit …")
 )
 # A notice the harness posts in the user's role about a tool the agent started: VS Code Copilot's "[Terminal 3ad7…
 # notification: command completed with exit code 1. …] Terminal output: …", Hermes's "[IMPORTANT: Background process
