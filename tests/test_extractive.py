@@ -1029,6 +1029,7 @@ def test_a_look_taken_along_with_the_last_reply_is_no_work_stopped_midway() -> N
     assert _verdict(ask, *said_then(report, "CronList", {})).reason != "the agent stopped mid-work"
     assert _verdict(ask, *said_then("让我检查一下定时任务：", "CronList", {})).reason == "the agent stopped mid-work"
     assert _verdict(ask, *said_then(report, "Bash", {"command": "crontab -l"})).reason == "the agent stopped mid-work"
+    assert _verdict(ask, *said_then(report, "TaskUpdate", {})).reason == "the agent stopped mid-work"  # "get" in it
 
 
 def test_reasoning_that_says_the_work_was_not_run_vetoes_the_claim() -> None:

@@ -643,8 +643,17 @@ def _waits_for_input(text: str) -> bool:
         s.endswith(("?", "？")) for s in _sentences(prose))
 
 
-#: A tool that only looks (``CronList``, ``read_file``, ``git_status``…), by its name.
-_LOOK_TOOL = re.compile(r"list|read|get|view|show|status|search|grep|glob|find|ls\b|cat\b|fetch", re.I)
+#: A tool that only looks (``CronList``, ``read_file``, ``git_status``…), by the words of its name; one that also
+#: names a change (``TaskUpdate``, ``get_or_create``) does not.
+_LOOK_WORDS = frozenset({"list", "read", "get", "view", "show", "status", "search", "grep", "glob", "find", "ls", "cat",
+                         "fetch"})
+_CHANGE_WORDS = frozenset({"write", "edit", "create", "update", "delete", "set", "put", "add", "remove", "patch",
+                           "apply", "run", "exec", "execute", "move", "rename"})
+
+
+def _looks_only(name: str) -> bool:
+    words = {w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", name)}
+    return bool(words & _LOOK_WORDS) and not words & _CHANGE_WORDS
 
 
 def _looked_after_saying(tail: Sequence[Message], last: Message) -> bool:
@@ -658,7 +667,7 @@ def _looked_after_saying(tail: Sequence[Message], last: Message) -> bool:
     sentences = _sentences(_prose(said.content))
     if said.content.rstrip().endswith((":", "：")) or (sentences and _NEXT_STEP.search(sentences[-1])):
         return False  # "Let me check the schedule:": it announced work to come
-    return all(c.name.lower() not in COMMAND_TOOLS and _LOOK_TOOL.search(c.name) for c in said.tool_calls)
+    return all(c.name.lower() not in COMMAND_TOOLS and _looks_only(c.name) for c in said.tool_calls)
 
 
 def _cut_off(tail: Sequence[Message], final: str) -> bool:
