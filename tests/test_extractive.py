@@ -1243,6 +1243,8 @@ def test_the_goal_skips_a_menu_pick_and_a_greeting_and_names_a_plugin_command_ru
     assert summarise_extractive(s, [], derive_facts(s)).goal == "claude cli可以自定义url和key吗"
     s = sess(u("A"), a("ok"))
     assert summarise_extractive(s, [], derive_facts(s)).goal == "A"  # the only ask is still the goal
+    s = sess(u("你好"), a("你好！"), u("部署"), a("已部署。"))
+    assert summarise_extractive(s, [], derive_facts(s)).goal == "部署"  # two characters can set a task
     run = ("<command-message>coderabbit:review</command-message>\n<command-name>/coderabbit:review</command-name>")
     model = "<command-name>/model</command-name>\n<command-args>sonnet</command-args>"
     s = sess(u(model), u(run), a("Review done: 3 findings fixed."))

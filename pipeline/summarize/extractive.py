@@ -221,8 +221,11 @@ _GREETING_LEAD = re.compile(r"^(?:hi|hey|hello|hola|olá|oi|bonjour|你好|您�
 
 
 def _sets_no_task(ask: str) -> bool:
-    # (a menu pick, "CH", "A", "2", answers a question: it sets no task of its own)
-    return not ask or len(ask) <= 3 or bool(_SMALL_TALK.match(ask) or _COMMAND_ASK.match(ask))
+    # (a menu pick, "CH", "A", "2", answers a question: it sets no task of its own; "部署" does)
+    return not ask or bool(_MENU_PICK.fullmatch(ask) or _SMALL_TALK.match(ask) or _COMMAND_ASK.match(ask))
+
+
+_MENU_PICK = re.compile(r"[A-Za-z0-9]{1,3}[.)]?")
 
 
 def _goal(asks: Sequence[str]) -> str | None:
