@@ -1196,6 +1196,17 @@ def test_a_scripts_progress_line_confirmed_done_names_the_file() -> None:
     assert touches(u("plan"), run[0], result("1", {"output": stalled, "metadata": {"exit_code": 0}})) == []
 
 
+def test_a_run_that_saves_a_batch_made_data_not_outputs() -> None:
+    """A blind set's experiment script printed "Saved: 1_R_compare_final.png" fifteen times: its figures buried the seven
+    source files the session wrote (precision 0.32). A run saving a few files names them; one saving a batch, none."""
+    batch = "\n".join(f"Saved: {n}_R_compare_final.png" for n in (1, 22, 23, 55, 79, 111, 146))
+    run_batch = (call("1", "Bash", {"command": "python3 src/compare_r_final.py"}), result("1", {"output": batch, "exit_code": 0}))
+    assert touches(u("compare them"), *run_batch) == []
+    few = "Saved: report.md\nSaved: summary.csv"
+    run_few = (call("2", "Bash", {"command": "python3 src/report.py"}), result("2", {"output": few, "exit_code": 0}))
+    assert touches(u("report"), *run_few) == [("report.md", "created"), ("summary.csv", "created")]
+
+
 def test_moving_a_folder_moves_what_the_session_wrote_in_it() -> None:
     """``mv ~/Code/app ~/Code/work/app`` moves the project: the files written in it are outputs at their new place,
     not deleted, and neither folder is listed as a file. A removed folder stays removed."""

@@ -497,7 +497,14 @@ def saved_files(result: Message | None) -> list[str]:
         # Updating Codex CLI context file: /w/app/AGENTS.md" … "✓ Updated existing Codex CLI context file").
         found += [m.group(1) for m in _ANNOUNCED.finditer(text) if _STEP_DONE.search(text, m.end())]
     # "Created 2 files in 0.3s": a name needs a letter before its extension
-    return list(dict.fromkeys(p for p in found if _LETTER_IN_NAME.search(posixpath.basename(p).rsplit(".", 1)[0])))
+    named = list(dict.fromkeys(p for p in found if _LETTER_IN_NAME.search(posixpath.basename(p).rsplit(".", 1)[0])))
+    # A run that saves a batch ("Saved: 1_R_compare.png", "Saved: 22_R_compare.png", … fifteen figures of one
+    # experiment) made data, not the session's work product: it would bury the files the session wrote.
+    return named if len(named) <= MAX_SAVED_PER_RUN else []
+
+
+#: More files than this saved by one run are a batch of generated data (``saved_files``).
+MAX_SAVED_PER_RUN = 4
 
 
 _ANNOUNCED = re.compile(r"^(?:INFO:\s*)?(?:Updating|Creating|Writing) (?:[\w-]+ ){0,5}?file: ((?:[~/]|[A-Za-z]:[\\/])[^\s`'\"]*"
