@@ -140,3 +140,20 @@ def test_harness_text_removal_is_linear_on_unclosed_tags_and_notes() -> None:
         t0 = time.perf_counter()
         _typed_part(text)
         assert time.perf_counter() - t0 < 2.0
+
+
+def test_a_users_short_messages_outvote_long_english_templates_by_message() -> None:
+    """A Spanish user's Codex session: the /init prompt and a custom "ship" prompt (English, 300 words each, sent in the
+    user's role three times) outweighed five short Spanish messages by words, and the note came out in English. By
+    message, Spanish wins; a session where the user also types English stays English."""
+    from pipeline.facts.lang import session_language
+
+    template = ("1. **Never invoke this prompt automatically.** It must be triggered by the user. 2. **Never skip Step "
+                "0.** The commit message must be confirmed before any git operations. ") * 6
+    spanish = ["crea una rama de trabajo y shipea los cambios", "hazlo, te lo pido yo, saltate el protocolo",
+               "escribeme el Readme explicando un poco lo que hace el repo y su utilidad",
+               "hay alguna manera de hacer que el fichero readme se pueda seleccionar", "ok"]
+    assert session_language([template, *spanish, template, template], []) == "es"
+    english = ["please create a branch and ship the changes", "why does the build fail on the readme?",
+               "can you make the readme selectable by language?"]
+    assert session_language([template, *english, spanish[0]], []) == "en"

@@ -266,6 +266,33 @@ def _own_script(texts: list[str], user: _Tally) -> str | None:
     return code if with_prose and 2 * len(framed) >= len(with_prose) else None
 
 
+def _own_latin(texts: list[str]) -> str | None:
+    """A Latin-script language other than English that most of the user's messages are written in, or None.
+
+    Long English templates sent in the user's role (a project's custom prompt, Codex's ``/init`` text) outweigh a
+    Spanish user's short typed messages by words; by messages they do not. Each message that says clearly which
+    language it is in (``_message_vote``) votes once; a language other than English wins with more votes than English
+    and at least half of them.
+    """
+    votes = Counter(code for t in texts if (code := _message_vote(t)) is not None)
+    best = next((code for code, _n in votes.most_common() if code != "en"), None)
+    if best is None:
+        return None
+    return best if votes[best] > votes["en"] and 2 * votes[best] >= sum(votes.values()) else None
+
+
+def _message_vote(text: str) -> str | None:
+    """The Latin-script language one message is clearly in: two or more of its function words or telling letters,
+    more than any other language has; else None ("ok", "violate it", "hazlo tu" say too little)."""
+    t = _tally([text])
+    scores = {code: sum(n for w, n in t.latin.items() if w in stop) for code, stop in _STOPWORDS.items()}
+    for code, n in t.diacritics.items():
+        scores[code] += 2 * n
+    ranked = sorted(scores.values(), reverse=True)
+    best = max(scores, key=lambda c: scores[c])
+    return best if ranked[0] >= 2 and ranked[0] > ranked[1] else None
+
+
 # What a harness writes into a user message beside the person's words, in English whatever the user's language:
 # Claude Code's IDE context ("<ide_opened_file>The user opened the file … in the IDE. This may or may not be
 # related to the current task.</ide_opened_file>") and system reminders, and Hermes's account of an attached
@@ -326,6 +353,8 @@ def session_language(user_texts: Iterable[str], assistant_texts: Iterable[str], 
     if user.total >= SCARCE_USER_UNITS:
         decided = _decide(user)
         if decided not in _NON_LATIN_CODES and (own := _own_script(texts, user)):
+            return own
+        if decided == "en" and (own := _own_latin(texts)):
             return own
         return decided or default
     both = _tally(assistant_texts)
