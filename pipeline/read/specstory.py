@@ -156,6 +156,19 @@ def _tool_from_inner(name: str, inner: str, kind: str = "") -> tuple[dict[str, A
         args.setdefault("path", paths[0].strip())
         if len(paths) > 1:
             args["paths"] = [p.strip() for p in paths]
+    if (params := _PARAMETERS_JSON.search(body)) is not None:
+        # v2.1 renders a tool it has no template for by its JSON arguments ("Parameters: ```json {"file_path": …}```",
+        # VS Code Copilot's copilot_createFile): they are the call's arguments.
+        try:
+            given = json.loads(params.group(1))
+        except ValueError:
+            given = None
+        if isinstance(given, dict):
+            for key, value in given.items():
+                args.setdefault(key, value)
+            path = next((given[k] for k in ("filePath", "file_path", "path") if isinstance(given.get(k), str)), None)
+            if path:
+                args.setdefault("path", path)
     if name.startswith("copilot_") and "path" not in args and (code := _copilot_edit_code(body)) is not None:
         body = code  # as copilot_applyPatch shows it: the new code in one fence, the file left to facts to find
     if "**Input:**" in body:  # Copilot: "- key: `value`" bullets are the real arguments
@@ -171,6 +184,7 @@ def _tool_from_inner(name: str, inner: str, kind: str = "") -> tuple[dict[str, A
     return args, body
 
 
+_PARAMETERS_JSON = re.compile(r"^Parameters:\s*\n+```json\n(\{.*?\})\n```", re.M | re.S)
 _RESULT_JSON = re.compile(r"^Result:\s*\n+```json\n(\{.*?\})\n```", re.M | re.S)
 
 
