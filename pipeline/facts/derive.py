@@ -813,8 +813,10 @@ _FILE_EXTS = (
 # A file named in prose: ``login.vue``, ``src/services/index.ts``; ASCII classes so Chinese text glued
 # to the name ("修改login.vue文件") does not become part of it.
 _PROSE_PATH = re.compile(rf"(?<![\w./\\-])((?:[\w.@-]+/)*[\w@-][\w.@-]*\.(?:{_FILE_EXTS}))(?![\w/-])", re.I | re.A)
-# A path with at least one directory, absolute ("/home/u/p/src/a.ts:81" in a stack trace) or not.
-_SHOWN_PATH = re.compile(rf"(?<![\w.\\-])((?:/|~/)?(?:[\w.@#-]+/)+[\w@-][\w.@-]*\.(?:{_FILE_EXTS}))(?![\w/-])", re.I | re.A)
+# A path with at least one directory, absolute ("/home/u/p/src/a.ts:81" in a stack trace) or not. A doubled
+# slash ("src//config/a.ts", a typo) does not start a rooted "/config/a.ts": that file is src/config/a.ts, and a
+# second spelling of it leaves the module locator two candidates, so it places none.
+_SHOWN_PATH = re.compile(rf"(?<![\w.\\-])(?<!\w/)(?<!\w//)((?:/|~/)?(?:[\w.@#-]+/)+[\w@-][\w.@-]*\.(?:{_FILE_EXTS}))(?![\w/-])", re.I | re.A)
 _EDIT_INTENT = re.compile(
     r"\b(?:edit|updat|modif|chang|fix|add|replac|remov|rewrit|writ|creat|apply|patch|refactor|insert|delet|implement)\w*"
     r"|修改|编辑|更新|添加|替换|删除|移除|修复|改为|改成|创建|写入|重构|调整|更改|实现", re.I)
