@@ -655,6 +655,29 @@ def test_an_unnamed_diff_is_placed_by_its_definitions_and_its_sibling_imports() 
     assert [t.path for t in derive_facts(s).files if t.action != "read"] == ["src/commands/tasks/list.ts"]
 
 
+def test_a_module_imported_by_an_alias_and_a_relative_path_is_one_module() -> None:
+    """One file imports ``../services/cache/store`` and another ``@/services/cache/store``: one module, two
+    spellings. The names it exports are still its own, so the block defining them is that file; a bare
+    ``./store`` may be any folder's, and two different modules leave the block unplaced."""
+    uses = u("```ts\nimport { store } from '../services/cache/store'\n```\n"
+             "```ts\nimport { CacheEntry } from '@/services/cache/store'\n```")
+    block = "```diff\n- \n+ export interface CacheEntry { at: number }\n+ export const store = new Map()\n```"
+    assert edited(uses, a(f"缓存文件是空的，重新实现：\n\n{block}")) == ["services/cache/store.ts"]
+    other = u("```ts\nimport { store } from './store'\nimport { CacheEntry } from '@/services/cache/store'\n```")
+    assert edited(other, a(f"缓存文件是空的，重新实现：\n\n{block}")) == []
+    two = u("```ts\nimport { store } from '@/services/db/store'\nimport { CacheEntry } from '@/services/cache/store'\n```")
+    assert edited(two, a(f"缓存文件是空的，重新实现：\n\n{block}")) == []
+
+
+def test_a_doubled_slash_in_a_path_is_no_second_rooted_file() -> None:
+    """A plan that misspells ``src//config/sources.ts`` names src/config/sources.ts, not a rooted
+    ``/config/sources.ts``: read as a second file, it left the block that defines the module two places to go."""
+    plan = u("- **File**: `src//config/sources.ts`\n\nRead file: src/config/sources.ts\n\n"
+             "```ts\nimport { sources } from '@/config/sources'\n```")
+    block = "```diff\n- \n+ export const sources = []\n```"
+    assert edited(plan, a(f"文件仍然是空的。让我重新创建它：\n\n{block}")) == ["src/config/sources.ts"]
+
+
 def test_a_java_block_is_the_file_its_package_and_class_name() -> None:
     """Class seen on an unseen Cursor export (Chinese, 78 files): each diff creates a Java class under a
     numbered lead ("2. **创建Admin实体类**：", then SpecStory's "---"), no path anywhere near it. The code's own
