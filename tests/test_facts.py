@@ -678,6 +678,20 @@ def test_a_doubled_slash_in_a_path_is_no_second_rooted_file() -> None:
     assert edited(plan, a(f"文件仍然是空的。让我重新创建它：\n\n{block}")) == ["src/config/sources.ts"]
 
 
+def test_an_unnamed_diff_is_the_one_shown_file_named_after_what_it_exports() -> None:
+    """Nothing imports a hook the views use (``useCart``), yet the plan shows ``src/hooks/useCart.ts``:
+    the diff that exports ``useCart`` is that file. Two files of that name, or a Python def, place nothing."""
+    block = "```diff\n- \n+ export interface CartState { n: number }\n+ export function useCart() {}\n```"
+    plan = u("计划：\n1. 新建 src/hooks/useCart.ts\n2. 修改 src/views/Cart.vue")
+    assert edited(plan, a(f"继续执行第1项：\n\n{block}")) == ["src/hooks/useCart.ts"]
+    two = u("计划：\n1. 新建 src/hooks/useCart.ts\n2. 删除 legacy/useCart.js")
+    assert edited(two, a(f"继续执行第1项：\n\n{block}")) == []
+    doc = "```diff\n+ ## The hook\n+ \n+ ```ts\n+ export function useCart() {}\n+ ```\n```"
+    assert edited(plan, a(f"继续执行第1项：\n\n{doc}")) == []  # a document quoting the hook is not the hook
+    py = "```diff\n+ def main():\n+     pass\n```"
+    assert edited(u("看 scripts/main.py"), a(f"继续执行第1项：\n\n{py}")) == []
+
+
 def test_a_java_block_is_the_file_its_package_and_class_name() -> None:
     """Class seen on an unseen Cursor export (Chinese, 78 files): each diff creates a Java class under a
     numbered lead ("2. **创建Admin实体类**：", then SpecStory's "---"), no path anywhere near it. The code's own

@@ -919,10 +919,12 @@ def _reply_edits(text: str, known: Sequence[str], reads: Sequence[str], locator:
     if left and len(left) == len(unread):
         for i, r in zip(left, unread, strict=True):
             paths[i] = r
-    # Still unnamed: the module the diff's own code defines, when the session imports it (``modules``).
+    # Still unnamed: the module the diff's own code defines, when the session imports it (``modules``), else
+    # the one file the session shows that is named after what the diff exports.
     for i in open_:
         if paths[i] is None:
-            paths[i] = locator.locate(_new_side(blocks[i]), blocks[i].group(1).strip())
+            code = _new_side(blocks[i])
+            paths[i] = locator.locate(code, blocks[i].group(1).strip()) or locator.named_after(code)
     return [p for p in paths if p]
 
 
@@ -1002,6 +1004,8 @@ def prose_edits(messages: Sequence[Message], known: Sequence[str]) -> list[str]:
       a diff right after a diff continues that file; else the paragraph right after a run of diffs
       when it reports the edit done and names one file; else, when the number of still-unnamed
       diffs equals the number of files read since the user's message, those files in order.
+    * Still unnamed: the module its code defines, when the session imports it, else the one file the
+      session shows that is named after what it exports (``export function useCart`` → ``useCart.ts``).
     * Bare names resolve to the one path in ``known`` (paths the session's tools touched) that
       ends with them; otherwise they stay as written.
     * VS Code Copilot's edit headers, ``### [undo.js](file:///home/u/proj/src/undo.js)`` before the

@@ -200,6 +200,20 @@ class ModuleLocator:
             return None
         return f"{tail}.{_guess_ext(code, tag, tail, self.shown, spec)}"
 
+    def named_after(self, code: str) -> str | None:
+        """The one file the session shows whose name is what the block exports: ``export function useCart`` is
+        ``src/hooks/useCart.ts``, ``export class CacheManager`` is ``cacheManager.ts`` (a JS/TS convention; a
+        Python module is rarely named after its defs). Two such files, or two exports naming two files: None.
+        A block that holds a fence is a document quoting code (a rules file's example component), not the module."""
+        if "```" in code:
+            return None
+        exported = {(a or b).casefold() for a, b in _JS_DEFINES.findall(code)}
+        hits = {p for p in self.shown
+                if posixpath.splitext(p)[1].lstrip(".").lower() in _CODE_EXTS[:-1]
+                and _strip_ext(posixpath.basename(p)).casefold() in exported}
+        hits = {p for p in hits if not any(q != p and p.endswith("/" + q) for q in hits)}
+        return hits.pop() if len(hits) == 1 else None
+
     def jvm_file(self, code: str, tag: str = "") -> str | None:
         """A Java/Kotlin block's file from its ``package`` line and its first public (else first) type."""
         pkg = _JVM_PACKAGE.search(code) if "package" in code else None
