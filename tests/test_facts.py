@@ -692,6 +692,13 @@ def test_an_unnamed_diff_is_the_one_shown_file_named_after_what_it_exports() -> 
     assert edited(u("看 scripts/main.py"), a(f"继续执行第1项：\n\n{py}")) == []
 
 
+def test_moving_code_into_a_named_file_is_an_edit_of_it() -> None:
+    """"Move save_log into `game_function.py`" announces an edit of that file; "move on" announces none."""
+    assert edited(u("改"), a(f"现在，我需要将 save_log 函式移到 game_function.py 中：\n\n{DIFF}")) == ["game_function.py"]
+    assert edited(u("fix"), a(f"Now I'll move `save_log` into `game.py`:\n\n{DIFF}")) == ["game.py"]
+    assert edited(u("fix"), a(f"Let me move on to `game.py`, which looks fine:\n\n{DIFF}")) == []
+
+
 def test_a_java_block_is_the_file_its_package_and_class_name() -> None:
     """Class seen on an unseen Cursor export (Chinese, 78 files): each diff creates a Java class under a
     numbered lead ("2. **创建Admin实体类**：", then SpecStory's "---"), no path anywhere near it. The code's own

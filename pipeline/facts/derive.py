@@ -819,7 +819,9 @@ _PROSE_PATH = re.compile(rf"(?<![\w./\\-])((?:[\w.@-]+/)*[\w@-][\w.@-]*\.(?:{_FI
 _SHOWN_PATH = re.compile(rf"(?<![\w.\\-])(?<!\w/)(?<!\w//)((?:/|~/)?(?:[\w.@#-]+/)+[\w@-][\w.@-]*\.(?:{_FILE_EXTS}))(?![\w/-])", re.I | re.A)
 _EDIT_INTENT = re.compile(
     r"\b(?:edit|updat|modif|chang|fix|add|replac|remov|rewrit|writ|creat|apply|patch|refactor|insert|delet|implement)\w*"
-    r"|修改|编辑|更新|添加|替换|删除|移除|修复|改为|改成|创建|写入|重构|调整|更改|实现", re.I)
+    # moving code into a file edits it ("move save_log to `game.py`", "将函数移到 game.py 中"); "move on" does not
+    r"|\bmov(?:e|es|ed|ing)\b(?!\s+on\b)"
+    r"|修改|编辑|更新|添加|替换|删除|移除|修复|改为|改成|创建|写入|重构|调整|更改|实现|移到|移至|移动到|搬到", re.I)
 # Telling the user what *they* could do is advice, not an edit (also in Russian, Spanish and Portuguese, whose
 # change claims below count too).
 _ADVICE = re.compile(r"\byou (?:can|could|should|need|might|may)\b|\bfor example\b|\be\.g\.|你可以|您可以|你需要|您需要|"
