@@ -699,6 +699,20 @@ def test_moving_code_into_a_named_file_is_an_edit_of_it() -> None:
     assert edited(u("fix"), a(f"Let me move on to `game.py`, which looks fine:\n\n{DIFF}")) == []
 
 
+def test_unnamed_diffs_go_to_the_one_file_the_user_mentioned_for_a_change() -> None:
+    """Cursor's user writes "@game_ui.py 修改遊戲畫面 UI": the reply's diffs that nothing else places are that
+    file, unless the reply places another edit elsewhere or the user mentioned two files."""
+    ask = u("@game_ui.py 修改遊戲畫面 UI\n1. 題目字變大")
+    assert edited(ask, a(f"我將進一步修改遊戲畫面的 UI。\n\n{DIFF}\n\n{DIFF}")) == ["game_ui.py"]
+    both = u("@log_ui.py 修改歷史介面 UI，參考 @main_ui.py 的按鈕")
+    assert edited(both, a(f"我將修改歷史介面 UI。\n\n{DIFF}")) == []
+    elsewhere = a(f"修改 `theme.py`：\n\n{DIFF}\n\n我將修改遊戲畫面的 UI。\n\n{DIFF}")
+    assert edited(ask, elsewhere) == ["theme.py"]
+    assert edited(u("@game_ui.py 这个文件是做什么的？"), a(f"它负责画面。\n\n{DIFF}")) == []
+    two_routes = u("see api/chat/route.ts and api/emails/route.ts")
+    assert edited(two_routes, u("@route.ts 修改接口"), a(f"我来修改接口。\n\n{DIFF}")) == []
+
+
 def test_a_java_block_is_the_file_its_package_and_class_name() -> None:
     """Class seen on an unseen Cursor export (Chinese, 78 files): each diff creates a Java class under a
     numbered lead ("2. **创建Admin实体类**：", then SpecStory's "---"), no path anywhere near it. The code's own
