@@ -655,6 +655,64 @@ def test_an_unnamed_diff_is_placed_by_its_definitions_and_its_sibling_imports() 
     assert [t.path for t in derive_facts(s).files if t.action != "read"] == ["src/commands/tasks/list.ts"]
 
 
+def test_a_module_imported_by_an_alias_and_a_relative_path_is_one_module() -> None:
+    """One file imports ``../services/cache/store`` and another ``@/services/cache/store``: one module, two
+    spellings. The names it exports are still its own, so the block defining them is that file; a bare
+    ``./store`` may be any folder's, and two different modules leave the block unplaced."""
+    uses = u("```ts\nimport { store } from '../services/cache/store'\n```\n"
+             "```ts\nimport { CacheEntry } from '@/services/cache/store'\n```")
+    block = "```diff\n- \n+ export interface CacheEntry { at: number }\n+ export const store = new Map()\n```"
+    assert edited(uses, a(f"缓存文件是空的，重新实现：\n\n{block}")) == ["services/cache/store.ts"]
+    other = u("```ts\nimport { store } from './store'\nimport { CacheEntry } from '@/services/cache/store'\n```")
+    assert edited(other, a(f"缓存文件是空的，重新实现：\n\n{block}")) == []
+    two = u("```ts\nimport { store } from '@/services/db/store'\nimport { CacheEntry } from '@/services/cache/store'\n```")
+    assert edited(two, a(f"缓存文件是空的，重新实现：\n\n{block}")) == []
+
+
+def test_a_doubled_slash_in_a_path_is_no_second_rooted_file() -> None:
+    """A plan that misspells ``src//config/sources.ts`` names src/config/sources.ts, not a rooted
+    ``/config/sources.ts``: read as a second file, it left the block that defines the module two places to go."""
+    plan = u("- **File**: `src//config/sources.ts`\n\nRead file: src/config/sources.ts\n\n"
+             "```ts\nimport { sources } from '@/config/sources'\n```")
+    block = "```diff\n- \n+ export const sources = []\n```"
+    assert edited(plan, a(f"文件仍然是空的。让我重新创建它：\n\n{block}")) == ["src/config/sources.ts"]
+
+
+def test_an_unnamed_diff_is_the_one_shown_file_named_after_what_it_exports() -> None:
+    """Nothing imports a hook the views use (``useCart``), yet the plan shows ``src/hooks/useCart.ts``:
+    the diff that exports ``useCart`` is that file. Two files of that name, or a Python def, place nothing."""
+    block = "```diff\n- \n+ export interface CartState { n: number }\n+ export function useCart() {}\n```"
+    plan = u("计划：\n1. 新建 src/hooks/useCart.ts\n2. 修改 src/views/Cart.vue")
+    assert edited(plan, a(f"继续执行第1项：\n\n{block}")) == ["src/hooks/useCart.ts"]
+    two = u("计划：\n1. 新建 src/hooks/useCart.ts\n2. 删除 legacy/useCart.js")
+    assert edited(two, a(f"继续执行第1项：\n\n{block}")) == []
+    doc = "```diff\n+ ## The hook\n+ \n+ ```ts\n+ export function useCart() {}\n+ ```\n```"
+    assert edited(plan, a(f"继续执行第1项：\n\n{doc}")) == []  # a document quoting the hook is not the hook
+    py = "```diff\n+ def main():\n+     pass\n```"
+    assert edited(u("看 scripts/main.py"), a(f"继续执行第1项：\n\n{py}")) == []
+
+
+def test_moving_code_into_a_named_file_is_an_edit_of_it() -> None:
+    """"Move save_log into `game_function.py`" announces an edit of that file; "move on" announces none."""
+    assert edited(u("改"), a(f"现在，我需要将 save_log 函式移到 game_function.py 中：\n\n{DIFF}")) == ["game_function.py"]
+    assert edited(u("fix"), a(f"Now I'll move `save_log` into `game.py`:\n\n{DIFF}")) == ["game.py"]
+    assert edited(u("fix"), a(f"Let me move on to `game.py`, which looks fine:\n\n{DIFF}")) == []
+
+
+def test_unnamed_diffs_go_to_the_one_file_the_user_mentioned_for_a_change() -> None:
+    """Cursor's user writes "@game_ui.py 修改遊戲畫面 UI": the reply's diffs that nothing else places are that
+    file, unless the reply places another edit elsewhere or the user mentioned two files."""
+    ask = u("@game_ui.py 修改遊戲畫面 UI\n1. 題目字變大")
+    assert edited(ask, a(f"我將進一步修改遊戲畫面的 UI。\n\n{DIFF}\n\n{DIFF}")) == ["game_ui.py"]
+    both = u("@log_ui.py 修改歷史介面 UI，參考 @main_ui.py 的按鈕")
+    assert edited(both, a(f"我將修改歷史介面 UI。\n\n{DIFF}")) == []
+    elsewhere = a(f"修改 `theme.py`：\n\n{DIFF}\n\n我將修改遊戲畫面的 UI。\n\n{DIFF}")
+    assert edited(ask, elsewhere) == ["theme.py"]
+    assert edited(u("@game_ui.py 这个文件是做什么的？"), a(f"它负责画面。\n\n{DIFF}")) == []
+    two_routes = u("see api/chat/route.ts and api/emails/route.ts")
+    assert edited(two_routes, u("@route.ts 修改接口"), a(f"我来修改接口。\n\n{DIFF}")) == []
+
+
 def test_a_java_block_is_the_file_its_package_and_class_name() -> None:
     """Class seen on an unseen Cursor export (Chinese, 78 files): each diff creates a Java class under a
     numbered lead ("2. **创建Admin实体类**：", then SpecStory's "---"), no path anywhere near it. The code's own

@@ -820,11 +820,15 @@ _FILE_EXTS = (
 # A file named in prose: ``login.vue``, ``src/services/index.ts``; ASCII classes so Chinese text glued
 # to the name ("修改login.vue文件") does not become part of it.
 _PROSE_PATH = re.compile(rf"(?<![\w./\\-])((?:[\w.@-]+/)*[\w@-][\w.@-]*\.(?:{_FILE_EXTS}))(?![\w/-])", re.I | re.A)
-# A path with at least one directory, absolute ("/home/u/p/src/a.ts:81" in a stack trace) or not.
-_SHOWN_PATH = re.compile(rf"(?<![\w.\\-])((?:/|~/)?(?:[\w.@#-]+/)+[\w@-][\w.@-]*\.(?:{_FILE_EXTS}))(?![\w/-])", re.I | re.A)
+# A path with at least one directory, absolute ("/home/u/p/src/a.ts:81" in a stack trace) or not. A doubled
+# slash ("src//config/a.ts", a typo) does not start a rooted "/config/a.ts": that file is src/config/a.ts, and a
+# second spelling of it leaves the module locator two candidates, so it places none.
+_SHOWN_PATH = re.compile(rf"(?<![\w.\\-])(?<!\w/)(?<!\w//)((?:/|~/)?(?:[\w.@#-]+/)+[\w@-][\w.@-]*\.(?:{_FILE_EXTS}))(?![\w/-])", re.I | re.A)
 _EDIT_INTENT = re.compile(
     r"\b(?:edit|updat|modif|chang|fix|add|replac|remov|rewrit|writ|creat|apply|patch|refactor|insert|delet|implement)\w*"
-    r"|修改|编辑|更新|添加|替换|删除|移除|修复|改为|改成|创建|写入|重构|调整|更改|实现", re.I)
+    # moving code into a file edits it ("move save_log to `game.py`", "将函数移到 game.py 中"); "move on" does not
+    r"|\bmov(?:e|es|ed|ing)\b(?!\s+on\b)"
+    r"|修改|编辑|更新|添加|替换|删除|移除|修复|改为|改成|创建|写入|重构|调整|更改|实现|移到|移至|移动到|搬到", re.I)
 # Telling the user what *they* could do is advice, not an edit (also in Russian, Spanish and Portuguese, whose
 # change claims below count too).
 _ADVICE = re.compile(r"\byou (?:can|could|should|need|might|may)\b|\bfor example\b|\be\.g\.|你可以|您可以|你需要|您需要|"
@@ -883,8 +887,10 @@ def _last_paragraph(text: str) -> str:
 _RULE = re.compile(r"^\s*(?:-{3,}|\*{3,}|_{3,})\s*$")
 
 
-def _reply_edits(text: str, known: Sequence[str], reads: Sequence[str], locator: ModuleLocator) -> list[str]:
-    """Files one assistant reply edits through its code blocks (see ``prose_edits``)."""
+def _reply_edits(text: str, known: Sequence[str], reads: Sequence[str], locator: ModuleLocator,
+                 asked: str | None = None) -> list[str]:
+    """Files one assistant reply edits through its code blocks (see ``prose_edits``); ``asked`` is the one
+    file the user's message put before the agent to change (``_asked_file``)."""
     blocks = list(_BLOCK.finditer(text))
     paths: list[str | None] = []
     for i, b in enumerate(blocks):
@@ -924,11 +930,34 @@ def _reply_edits(text: str, known: Sequence[str], reads: Sequence[str], locator:
     if left and len(left) == len(unread):
         for i, r in zip(left, unread, strict=True):
             paths[i] = r
-    # Still unnamed: the module the diff's own code defines, when the session imports it (``modules``).
+    # Still unnamed: the module the diff's own code defines, when the session imports it (``modules``), else
+    # the one file the session shows that is named after what the diff exports.
     for i in open_:
         if paths[i] is None:
-            paths[i] = locator.locate(_new_side(blocks[i]), blocks[i].group(1).strip())
+            code = _new_side(blocks[i])
+            paths[i] = locator.locate(code, blocks[i].group(1).strip()) or locator.named_after(code)
+    # Still unnamed, in a reply whose other edits (if any) are all to the file the user asked to change: that file.
+    if asked and all(p is None or p == asked for p in paths):
+        for i in open_:
+            paths[i] = paths[i] or asked
     return [p for p in paths if p]
+
+
+# Cursor's mention of a file in the user's message ("@game_ui.py 修改遊戲畫面 UI").
+_MENTION = re.compile(rf"(?<![\w@])@((?:[\w.-]+/)*[\w-][\w.-]*\.(?:{_FILE_EXTS}))(?![\w/-])", re.I | re.A)
+
+
+def _asked_file(text: str, known: Sequence[str]) -> str | None:
+    """The file a user's message asks to change: it @-mentions exactly one file and asks for a change. Two
+    mentions ("@log_ui.py …, like the button in @main_ui.py") leave it open which one is meant."""
+    names = {m.group(1) for m in _MENTION.finditer(text)}
+    if len(names) != 1 or not _EDIT_INTENT.search(text):
+        return None
+    name = names.pop()
+    hits = {k for k in known if k == name or k.endswith("/" + name)}
+    # "/home/u/p/src/a.ts" and "src/a.ts" are one file; "@route.ts" with two route.ts in sight names neither.
+    hits = {k for k in hits if not any(q != k and k.endswith("/" + q) for q in hits)}
+    return hits.pop() if len(hits) == 1 else None if hits else name
 
 
 def _marked_edit(text: str, blocks: Sequence[re.Match[str]], i: int, paths: Sequence[str | None],
@@ -1007,6 +1036,10 @@ def prose_edits(messages: Sequence[Message], known: Sequence[str]) -> list[str]:
       a diff right after a diff continues that file; else the paragraph right after a run of diffs
       when it reports the edit done and names one file; else, when the number of still-unnamed
       diffs equals the number of files read since the user's message, those files in order.
+    * Still unnamed: the module its code defines, when the session imports it, else the one file the
+      session shows that is named after what it exports (``export function useCart`` → ``useCart.ts``).
+    * Still unnamed, in a reply that places no edit elsewhere: the one file the user's message
+      @-mentions when it asks for a change ("@game_ui.py 修改遊戲畫面 UI").
     * Bare names resolve to the one path in ``known`` (paths the session's tools touched) that
       ends with them; otherwise they stay as written.
     * VS Code Copilot's edit headers, ``### [undo.js](file:///home/u/proj/src/undo.js)`` before the
@@ -1242,10 +1275,12 @@ class _ProseEdits:
         self.reads: list[str] = []
         self.locator = locator
         self.lead = ""  # the assistant's last words in this turn before the current message
+        self.asked: str | None = None  # the file the user's message asks to change (``_asked_file``)
 
     def feed(self, m: Message, known: Sequence[str]) -> list[str]:
         if m.role == "user":
             self.reads, self.lead = [], ""
+            self.asked = _asked_file(m.content, [*known, *self.locator.shown])
             return []
         if m.role != "assistant":
             return []
@@ -1254,7 +1289,7 @@ class _ProseEdits:
             if c.name.lower() in _READ_TOOLS and isinstance(c.arguments, dict) and (p := _arg_path(c.arguments)):
                 self.reads.append(p)
         if "```" in m.content:
-            found += _reply_edits(m.content, [*known, *found], self.reads, self.locator)
+            found += _reply_edits(m.content, [*known, *found], self.reads, self.locator, self.asked)
             if not found and (lone := self._lone_edit(m.content)):
                 found.append(lone)
         if not _LONE_BLOCK.match(m.content):

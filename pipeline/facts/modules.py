@@ -82,7 +82,30 @@ def _scan(texts: Iterable[str]) -> tuple[dict[str, str], dict[str, set[str]]]:
             for part in m.group(2).split(","):
                 if name := part.split(" as ")[0].strip():
                     seen.setdefault(name, set()).add("py:" + spec)
-    return {name: specs.pop() for name, specs in seen.items() if len(specs) == 1}, siblings
+    return {name: one for name, specs in seen.items() if (one := one_module(specs))}, siblings
+
+
+def one_module(specs: Iterable[str]) -> str | None:
+    """The one module ``specs`` name, or None when they name two.
+
+    One file imports ``../types/storage`` and another ``@/types/storage``: two spellings of one module,
+    the alias one placeable from the project root. Spellings count as one only when their paths are
+    equal, or a relative one with a folder ("../cache/manager") ends the other: a bare "./utils" may be
+    any folder's utils.
+    """
+    specs = set(specs)
+    if len(specs) <= 1:
+        return next(iter(specs), None)
+    tails = {spec: found for spec in specs if (found := _tail(spec))}
+    if len(tails) != len(specs):
+        return None  # a package among them
+    best = max(specs, key=lambda spec: (tails[spec][1], len(tails[spec][0]), spec))
+    top = tails[best][0]
+    for spec in specs:
+        tail, placeable = tails[spec]
+        if tail != top and (placeable or "/" not in tail or not top.endswith("/" + tail)):
+            return None
+    return best
 
 
 def _js_clause_names(clause: str) -> list[str]:
@@ -157,10 +180,9 @@ class ModuleLocator:
         if jvm := self.jvm_file(code, tag):
             return jvm
         own = imported_names([code])  # a wrapper defines what it imports; no file imports itself
-        specs = {self.imports[n] for n in defined_names(code) if n in self.imports and n not in own}
-        if len(specs) != 1:
+        spec = one_module({self.imports[n] for n in defined_names(code) if n in self.imports and n not in own})
+        if spec is None:
             return None  # defines nothing imported, or the names of two modules
-        spec = specs.pop()
         found = _tail(spec)
         if found is None or any((t := _tail(o)) and _same_module(t[0], found[0]) for o in own.values()):
             return None
@@ -177,6 +199,20 @@ class ModuleLocator:
         if hits or not placeable:
             return None
         return f"{tail}.{_guess_ext(code, tag, tail, self.shown, spec)}"
+
+    def named_after(self, code: str) -> str | None:
+        """The one file the session shows whose name is what the block exports: ``export function useCart`` is
+        ``src/hooks/useCart.ts``, ``export class CacheManager`` is ``cacheManager.ts`` (a JS/TS convention; a
+        Python module is rarely named after its defs). Two such files, or two exports naming two files: None.
+        A block that holds a fence is a document quoting code (a rules file's example component), not the module."""
+        if "```" in code:
+            return None
+        exported = {(a or b).casefold() for a, b in _JS_DEFINES.findall(code)}
+        hits = {p for p in self.shown
+                if posixpath.splitext(p)[1].lstrip(".").lower() in _CODE_EXTS[:-1]
+                and _strip_ext(posixpath.basename(p)).casefold() in exported}
+        hits = {p for p in hits if not any(q != p and p.endswith("/" + q) for q in hits)}
+        return hits.pop() if len(hits) == 1 else None
 
     def jvm_file(self, code: str, tag: str = "") -> str | None:
         """A Java/Kotlin block's file from its ``package`` line and its first public (else first) type."""
