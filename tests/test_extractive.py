@@ -1032,6 +1032,20 @@ def test_a_look_taken_along_with_the_last_reply_is_no_work_stopped_midway() -> N
     assert _verdict(ask, *said_then(report, "TaskUpdate", {})).reason == "the agent stopped mid-work"  # "get" in it
 
 
+def test_a_run_the_user_asked_for_that_came_back_clean_after_the_fix_is_resolved() -> None:
+    """A blind set's missed success: "loss is NaN, fix it and run the model"; the agent fixed the training code,
+    relaunched it and read a clean log ("no NaN, loss decreasing"). The run was what was asked for. A run nobody asked
+    for, or one that failed, proves nothing; and a run before the fix does not count."""
+    ask = u("the loss becomes NaN. fix it and run the model")
+    fix = _tool("e", "Edit", file_path="/home/ana/src/proj/src/train.py", old_string="a", new_string="b")
+    launch = run("1", "python3 src/train.py --epochs 200", "epoch 1 loss 1.31\nepoch 2 loss 1.12", 0)
+    report = a("Training is running cleanly: no NaN, and the loss is steadily decreasing after 22 epochs.")
+    assert end(ask, *fix, *launch, report) == "resolved"
+    assert end(u("the loss becomes NaN. fix it"), *fix, *launch, report) != "resolved"
+    assert end(ask, *fix, *run("2", "python3 src/train.py", "Traceback…\nRuntimeError: NaN", 1), report) != "resolved"
+    assert end(ask, *launch, *fix, report) != "resolved"
+
+
 def test_reasoning_that_says_the_work_was_not_run_vetoes_the_claim() -> None:
     """The reasoning behind the final reply counts against its claim, never for it: "…mention tests weren't run"."""
     edit = _tool("e", "patch", path="README.md", old_string="a", new_string="b")

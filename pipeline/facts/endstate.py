@@ -471,9 +471,10 @@ def _ends_on_passing_check(tail: Sequence[Message]) -> int | None:
     return last if not _unchecked_source_change(list(tail)) else None
 
 
-def _passing_check_after_change(tail: Sequence[Message]) -> int | None:
-    """Index in ``tail`` of a check (``_TEST_OR_BUILD``) that passed after the tail's last change to a file, when no
-    tool failed after it; else None (no change, no such check, or a failure since)."""
+def _passing_check_after_change(tail: Sequence[Message], checks: re.Pattern[str] | None = None) -> int | None:
+    """Index in ``tail`` of a check (``checks``, by default ``_TEST_OR_BUILD``) that passed after the tail's last change
+    to a file, when no tool failed after it; else None (no change, no such check, or a failure since)."""
+    checks = checks or _TEST_OR_BUILD
     results = {m.tool_call_id: m for m in tail if m.role == "tool" and m.tool_call_id}
     last_change = None
     for i, m in enumerate(tail):
@@ -494,9 +495,15 @@ def _passing_check_after_change(tail: Sequence[Message]) -> int | None:
         if result_failed(m):
             return None  # a failure after the check (or instead of it) is left for the other rules to judge
         command = _MESSAGE_ARG.sub(" ", call_command(call.arguments, m) or "") if call.name.lower() in COMMAND_TOOLS else ""
-        if _TEST_OR_BUILD.search(command):
+        if checks.search(command):
             passed = i
     return passed
+
+
+#: The user asks to run the thing itself ("run the model", "跑一下", "実行して"): a run that came back clean is what
+#: was asked for, where a run nobody asked for proves nothing (``_TEST_OR_BUILD``).
+_RUN_ASK = re.compile(r"\b(?:run|rerun|re-run|execute|launch|start|train)\b(?!\s+(?:out|into|over)\b)|跑|运行|執行|执行|実行|실행|"
+                      r"\b(?:ejecuta|corre|lance|exécute|starte|führe)\b", re.I)
 
 
 #: An offer of more, optional work closing a report ("Want me to spin up the dev server so you can check it?"): the
@@ -1060,6 +1067,10 @@ def _judge(msgs: list[Message]) -> EndVerdict:
         return _verdict("resolved", "the last ask was for a review and the final reply gives it", msgs, at)
     if answer == "text":
         return _verdict("resolved", "the last ask was for a text and the final reply gives it", msgs, at)
+    if not closed and last_ask is not None and _RUN_ASK.search(_prose(ask)) and reported_problem(final) is None \
+            and not _says_failed(final) and (ran := _passing_check_after_change(tail, _CHECK)) is not None:
+        return _verdict("resolved", "the last ask was to run it, and the run after the last change came back clean", msgs,
+                        last_turn + 1 + ran)
     if not closed and (check := _passing_check_after_change(tail)) is not None and reported_problem(final) is None:
         # The evidence the issue asks for: a test, build or type check passed after the last change, and nothing
         # after it (the final reply included) reports a problem. Its claim words or their absence add nothing.
