@@ -1046,6 +1046,21 @@ def test_a_run_the_user_asked_for_that_came_back_clean_after_the_fix_is_resolved
     assert end(ask, *launch, *fix, report) != "resolved"
 
 
+def test_a_fix_that_waits_on_steps_handed_to_the_user_is_not_resolved() -> None:
+    """A blind set's false success: the web login fix was built, committed and pushed, and the reply ended "### What
+    you should run on the droplet: git pull … docker compose up -d web", then clear caches and sign in; nobody reported
+    back. The claim is about the code, not the site the user could not log in to."""
+    ask = u("I still can't sign in on the deployed admin site")
+    fix = _tool("e", "Edit", file_path="/home/ana/src/proj/lib/api_client.dart", old_string="a", new_string="b")
+    build = run("1", "flutter build web --release", "✓ Built build/web", 0)
+    steps = a("Fixed: the web app no longer sends login to localhost (pushed as 2a2804d).\n\n### What you should run on "
+              "the droplet\n\n```bash\ngit pull origin main\ndocker compose up -d web\n```\n\nThen sign in again.")
+    assert end(ask, *fix, *build, steps) == "unknown"
+    assert end(ask, *fix, *build, steps, u("works now, thanks")) == "resolved"
+    assert end(ask, *fix, *build, a("Fixed: the web app no longer sends login to localhost; the build passes.")) \
+        == "resolved"
+
+
 def test_reasoning_that_says_the_work_was_not_run_vetoes_the_claim() -> None:
     """The reasoning behind the final reply counts against its claim, never for it: "…mention tests weren't run"."""
     edit = _tool("e", "patch", path="README.md", old_string="a", new_string="b")

@@ -304,6 +304,13 @@ _AWAITS_REVIEW = re.compile(
     r"\bready for (?:your )?(?:review|validation|approval|sign-?off)\b|\bpr[êe]te? (?:pour|à) (?:la )?(?:validation|relecture)\b"
     r"|\blist[oa] para (?:su )?(?:revisi[óo]n|validaci[óo]n)\b|\bpront[oa] para (?:sua )?(?:revis[ãa]o|valida[çc][ãa]o)\b"
     r"|请(?:您|你)?(?:审阅|审核|验收)|待(?:您|你)?(?:审阅|审核|验收)", re.I)
+# The fix takes effect only once the user runs what the reply hands over ("### What you should run on the droplet",
+# "在服务器上执行…"): until someone reports back, the claim is about code, not about the running system.
+_LEAVES_STEPS = re.compile(
+    r"\bwhat you (?:should|need to|must|have to) run\b|\byou (?:should|need to|must|will need to|have to) "
+    r"(?:run|deploy|redeploy|rebuild|restart|pull)\b[^.\n]{0,60}\bon (?:the|your) (?:server|droplet|vps|production"
+    r"|remote|host)\b|\bon (?:the|your) (?:server|droplet|vps)\b[^.\n]{0,40}\brun\b|(?:请|需要)(?:您|你)?在服务器上"
+    r"|在服务器上(?:执行|运行)", re.I)
 # A claim the reply itself says is unchecked: "Fixed the handler. I haven't run the tests yet.", "untested", "还没有测试".
 _UNVERIFIED = re.compile(
     r"\b(?:i|we) (?:haven[’']?t|have not|did ?n[’']?t|did not) (?:yet )?(?:run|test(?:ed)?|verif(?:y|ied)|check(?:ed)?"
@@ -1028,6 +1035,9 @@ def _judge(msgs: list[Message]) -> EndVerdict:
         if _AWAITS_REVIEW.search(_prose(final)):
             return _verdict("unknown", "the final reply hands the work over for a review that never came", msgs, at,
                             doubted=True)
+        if _LEAVES_STEPS.search(_prose(final)):
+            return _verdict("unknown", "the final reply leaves steps for the user to run (a deploy, a server), never "
+                            "reported back", msgs, at, doubted=True)
         if _unverified_fix(msgs) is not None:
             return _verdict("unknown", "the final reply claims the work done, but the last run the user showed failed "
                             "and the change after it was never run", msgs, at, doubted=True)
