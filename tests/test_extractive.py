@@ -1673,6 +1673,19 @@ def test_behaviour_under_a_condition_reports_no_problem() -> None:
     assert end(u("add liked papers to the library"), *fix, *run("1", "npx tsc --noEmit", "", 0), done) == "resolved"
 
 
+def test_a_rule_a_prevented_problem_and_a_test_written_to_fail_first_report_no_failure() -> None:
+    """Three resolved sessions of a blind set read `unknown`/`unresolved`: a validator's tokens "that should never
+    appear in form values" (a rule), a rename that "avoids drift (where the UI says discount but no discount exists)"
+    (a problem prevented), "新回归测试（先失败再修复通过）" (a test written to fail first). None reports a failure."""
+    from pipeline.facts.endstate import _says_failed, reported_problem
+
+    assert reported_problem("New blacklist: conversational tokens that should never appear in form values.") is None
+    assert reported_problem("Renaming the class avoids drift (where the UI says discount but no discount exists).") is None
+    assert reported_problem("The tokens never appear in the form values after a reload.") is not None  # a report
+    assert not _says_failed("新增回归测试（先失败再修复通过）：tests/header.test.mjs")
+    assert _says_failed("回归测试失败：tests/header.test.mjs")
+
+
 def test_a_zero_count_of_issues_reports_no_problem() -> None:
     """"All tests pass and the linter reports 0 issues." is a clean result; "the linter reports 3 issues" is not."""
     from pipeline.facts.endstate import reported_problem

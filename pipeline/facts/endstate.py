@@ -289,6 +289,12 @@ _DISMISSED = re.compile(
     r"|\bnot (?:a|an) (?:real |actual )?(?:problem|issue|concern|blocker)|\bharmless\b|\bcan be (?:safely )?ignored"
     r"|\b(?:non-blocking|approved (?:the )?warnings?|warnings? (?:were|was|are|is) approved)\b"
     r"|不影响|无关紧要|可以忽略", re.I)
+# A rule, not a report: a modal before the negation ("should never appear", "must not be saved", "will not be sent").
+_REQUIRED = re.compile(r"\b(?:should|must|shall|will|would|may|can)(?:\s+(?:never|not)|n[’']t)\b", re.I)
+# The change prevents the problem the sentence names ("avoids semantic drift (where … but no discount exists)").
+_PREVENTED = re.compile(r"\b(?:avoid(?:s|ed|ing)?|prevent(?:s|ed|ing)?|no longer)\b|避免|防止|不再", re.I)
+# A test written to fail first and pass after the fix ("先失败再修复通过", "fails first, then passes"): TDD, no failure.
+_RED_THEN_GREEN = re.compile(r"先失败|fail(?:s|ed|ing)? first|red[- ]then[- ]green|红(?:灯)?(?:再|后)绿")
 # A reply that stops to wait for the user: it needs an input or a choice to go on ("I need to know the date
 # range", "2 fields need your input … What would you like to do?", "请确认"). Whatever it claims done, the
 # work is waiting on an answer the session never got. An offer of more ("Would you like me to…?") waits on
@@ -575,7 +581,8 @@ def _says_failed(text: str) -> bool:
     nor does a failure the sentence only names as a condition ("falls back to Chroma when pgvector 失败时")."""
     if not _MAY_HAVE_FAILED.may_match(text) or not _FAILED.search(text):
         return False
-    return any(not _IF.match(s) and any(not _conditional(s, m) and not _LIMIT.match(s, m.end()) for m in _FAILED.finditer(s))
+    return any(not _IF.match(s) and not _RED_THEN_GREEN.search(s)
+               and any(not _conditional(s, m) and not _LIMIT.match(s, m.end()) for m in _FAILED.finditer(s))
                for s in _sentences(text))
 
 
@@ -643,8 +650,12 @@ def reported_problem(text: str) -> str | None:
             continue
         if _INSTRUCTION.match(s) or _DISMISSED.search(s):
             continue
-        # "if both are empty, Liked points you to the starters" describes behaviour under a condition: no problem
-        m = next((m for m in _PROBLEM_REPORT.finditer(s) if not _conditional(s, m)), None)
+        # "if both are empty, Liked points you to the starters" describes behaviour under a condition; "tokens that
+        # should never appear in form values" states a rule; "avoids drift (where the UI says discount but no
+        # discount exists)" names a problem the change prevents: none reports one still open
+        m = next((m for m in _PROBLEM_REPORT.finditer(s)
+                  if not _conditional(s, m) and not _REQUIRED.search(s, max(0, m.start() - 20), m.start() + 8)
+                  and not _PREVENTED.search(s, 0, m.start())), None)
         if m and not _FIXED_AFTER.search(s, m.end()):
             return s
     return None
