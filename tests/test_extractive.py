@@ -130,6 +130,19 @@ def test_codex_inlining_a_skill_the_user_invoked_is_no_ask() -> None:
     assert derive_facts(sess(*msgs)).language == "ko"
 
 
+def test_claude_code_loading_a_skill_asks_for_the_skill_and_is_not_the_users_language() -> None:
+    """Claude Code sends a loaded skill's SKILL.md in the user's role ("Base directory for this skill: …/brainstorming"):
+    a Chinese session with four of them was summarised in English (a blind set). The load asks for the skill by name,
+    as a Hermes skill run does; its English is no word of the user's."""
+    skill = ("Base directory for this skill: /Users/y/.claude/plugins/cache/superpowers/5.1.0/skills/brainstorming\n\n"
+             "# Brainstorming Ideas Into Designs\n\n" + "Help turn ideas into fully formed designs and specs. " * 30)
+    msgs = [u("继续 cocli 的 GUI 层，目标：多租户砍除和插件管理界面"), a("好的。"), u(skill), a("先问几个问题。"),
+            u("使用 playwright 自行测试"), a("测试通过。")]
+    assert user_asks(msgs, "zh") == ["继续 cocli 的 GUI 层，目标：多租户砍除和插件管理界面", "brainstorming",
+                                     "使用 playwright 自行测试"]
+    assert derive_facts(sess(*msgs)).language == "zh"
+
+
 def test_a_hermes_skill_run_asks_what_the_user_typed_not_the_skill_text() -> None:
     """Hermes sends a skill run as the invocation notice, the whole SKILL.md and then the user's instruction; a cron
     job's prompt opens with a bracketed notice that itself holds brackets. The ask is what the user typed; a skill run

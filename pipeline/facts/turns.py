@@ -223,6 +223,11 @@ def user_words(text: str) -> str:
         return m.group(1).strip()
     if text.lstrip().startswith(_PERSONA_LOAD):
         return ""
+    if text.lstrip().startswith(_SKILL_LOADED):
+        # Claude Code loading a skill sends its SKILL.md in the user's role: the run asks for what the skill does (as a
+        # Hermes skill run with no instruction), and none of its English is the user's (``typed_by_user``).
+        head, _, body = text.lstrip()[len(_SKILL_LOADED):].partition("\n")
+        return _skill_ask(head.strip().rstrip("/").rsplit("/", 1)[-1] or "skill", body)
     if text.lstrip().startswith(_PLAN_HANDOFF):
         # Claude Code leaving plan mode sends the approved plan wrapped in its own English lines: the plan (written
         # in the conversation's language) is the ask, the wrapper no word of the user's.
@@ -240,6 +245,7 @@ def user_words(text: str) -> str:
     return rest or (_skill_ask(invoked.group(1), text[invoked.end():]) if invoked else text)
 
 
+_SKILL_LOADED = "Base directory for this skill:"
 _PLAN_HANDOFF = "Implement the following plan:"
 _PLAN_TRAILER = re.compile(r"\n\s*If you need specific details from before exiting plan mode\b.*\Z", re.S)
 _DESCRIPTION = re.compile(r"^description:\s*['\"]?(.+?)['\"]?\s*$", re.M)
@@ -272,7 +278,8 @@ def typed_by_user(msg: Message) -> bool:
     (``_EDITOR_ASK``), a spec-kit command's template run with no input, or a harness error line."""
     text = msg.content.lstrip()
     return (msg.role == "user" and not msg.is_carrier and not harness_error(msg)
-            and not text.startswith(_HARNESS) and not text.startswith(_EDITOR_ASK) and not _NOTICE.match(text)
+            and not text.startswith((*_HARNESS, _SKILL_LOADED)) and not text.startswith(_EDITOR_ASK)
+            and not _NOTICE.match(text)
             and not (text.startswith(("## User Input", _PERSONA_LOAD)) and not user_words(text)))  # a tool's template
 
 
