@@ -1074,6 +1074,20 @@ def test_a_fix_that_waits_on_steps_handed_to_the_user_is_not_resolved() -> None:
         == "resolved"
 
 
+def test_not_running_something_else_leaves_a_passing_check_standing() -> None:
+    """A blind set's resolved session: "Verified with: unittest …, --help" after the last patch, then "I did not run
+    the full pretraining jobs, so the next real step is…". What was not run is the user's next step, not the check.
+    "I did not run the tests" still leaves the claim in doubt, and so does any such line with no check behind it."""
+    ask = u("implement the plan")
+    fix = _tool("e", "Edit", file_path="/home/ana/src/proj/training/loso.py", old_string="a", new_string="b")
+    check = run("1", "uv run python -m unittest discover -s tests -v", "Ran 3 tests\n\nOK", 0)
+    done = "Implemented the plan: strict LOSO splits and the new run matrix."
+    other = a(f"{done} I did not run the full pretraining jobs, so the next real step is the pretrain command.")
+    assert end(ask, *fix, *check, other) == "resolved"
+    assert end(ask, *fix, *check, a(f"{done} I did not run the full test suite, only the new tests.")) == "unknown"
+    assert end(ask, *fix, other) == "unknown"
+
+
 def test_reasoning_that_says_the_work_was_not_run_vetoes_the_claim() -> None:
     """The reasoning behind the final reply counts against its claim, never for it: "…mention tests weren't run"."""
     edit = _tool("e", "patch", path="README.md", old_string="a", new_string="b")

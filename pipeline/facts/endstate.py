@@ -519,6 +519,21 @@ _RUN_ASK = re.compile(r"\b(?:run|rerun|re-run|execute|launch|start|train)\b(?!\s
                       r"\b(?:ejecuta|corre|lance|exécute|starte|führe)\b", re.I)
 
 
+def _not_checked(final: str, reasoning: str, tail: Sequence[Message]) -> bool:
+    """The final reply (or its reasoning) says the work was not run or checked (``_UNVERIFIED``). Where a test or build
+    passed after the last change, a sentence about running something else ("I did not run the full pretraining jobs,
+    so the next step is…", after "Verified with: unittest …") leaves that check standing; one about the tests does not."""
+    said = [s for s in [*_sentences(_prose(final)), *_sentences(reasoning)] if _UNVERIFIED.search(s)]
+    if not said:
+        return False
+    if _passing_check_after_change(tail) is None:
+        return True
+    return any(_CHECK_WORD.search(s) for s in said)
+
+
+_CHECK_WORD = re.compile(r"\b(?:tests?|test suite|specs?|build|compiled?|type ?check|lint|linter|ci)\b|测试|编译|构建", re.I)
+
+
 #: An offer of more, optional work closing a report ("Want me to spin up the dev server so you can check it?"): the
 #: user not taking it up leaves nothing unanswered that the work waits on.
 _OFFER = re.compile(r"^(?:(?:(?:do you )?want me to|would you like (?:me )?to|shall i|should i|do you want me to"
@@ -534,7 +549,7 @@ def _offers_more(text: str) -> bool:
 #: The checks a session may end on and be judged by: a test suite, a build, a type check. (A script or a request
 #: run last is exploration as often as a check: a Hermes run ended on one while its research went on.)
 _TEST_OR_BUILD = re.compile(
-    r"(?:^|[\s;&|(/])(?:pytest|py\.test|tox|nox|jest|vitest|mocha|playwright test|phpunit|rspec|go (?:test|build|vet)"
+    r"(?:^|[\s;&|(/])(?:pytest|py\.test|unittest|tox|nox|jest|vitest|mocha|playwright test|phpunit|rspec|go (?:test|build|vet)"
     r"|cargo (?:test|build|check|clippy)|(?:npm|pnpm|yarn|bun)(?: --?[\w-]+(?:[= ]\S+)?)*(?: run)? (?:test|build"
     r"|typecheck|type-check|lint)(?::[\w:-]+)?|npx (?:tsc|jest|vitest|playwright test)|tsc|vue-tsc|mvnw? (?:test|verify"
     r"|package|install)|gradlew? (?:test|build|check)|dotnet (?:test|build)|make (?:test|check|build)|ctest"
@@ -1040,7 +1055,7 @@ def _judge(msgs: list[Message]) -> EndVerdict:
                             doubted=True)
         # The reasoning behind the final reply counts against the claim, never for it ("…and mention tests weren't run",
         # glued into a Copilot reply): the agent's own account that nothing checked the work.
-        if _UNVERIFIED.search(_prose(final)) or _UNVERIFIED.search(replies[-1].reasoning or ""):
+        if _not_checked(final, replies[-1].reasoning or "", tail):
             return _verdict("unknown", "the final reply claims the work done but says it was not checked", msgs, at,
                             doubted=True)
         if _AWAITS_REVIEW.search(_prose(final)):
