@@ -48,7 +48,8 @@ _JVM_TYPE = re.compile(
     r"(?:class|interface|enum|record|object|@interface)[ \t]++([A-Z]\w*)", re.M)
 _JVM_IMPORT = re.compile(r"^ ?import[ \t]++(?:static[ \t]++)?[a-z_]\w*+(?:\.\w++)++(?:\.\*)?;?[ \t]*+$", re.M)
 _JVM_EXTS = {"java": "java", "kotlin": "kt", "kt": "kt", "scala": "scala"}
-_CODE_EXTS = ("tsx", "ts", "jsx", "js", "mjs", "cjs", "vue", "svelte", "py")
+_JS_EXTS = ("tsx", "ts", "jsx", "js", "mjs", "cjs", "vue", "svelte")
+_CODE_EXTS = (*_JS_EXTS, "py")
 _JSX = re.compile(r"</[A-Za-z]|/>|\bclassName=")
 _TS = re.compile(r"^\s*(?:export\s+)?(?:interface|type)\s+\w+|:\s*(?:string|number|boolean|React\.\w+)\b", re.M)
 
@@ -209,7 +210,7 @@ class ModuleLocator:
             return None
         exported = {(a or b).casefold() for a, b in _JS_DEFINES.findall(code)}
         hits = {p for p in self.shown
-                if posixpath.splitext(p)[1].lstrip(".").lower() in _CODE_EXTS[:-1]
+                if posixpath.splitext(p)[1].lstrip(".").lower() in _JS_EXTS
                 and _strip_ext(posixpath.basename(p)).casefold() in exported}
         hits = {p for p in hits if not any(q != p and p.endswith("/" + q) for q in hits)}
         return hits.pop() if len(hits) == 1 else None
