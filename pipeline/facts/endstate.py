@@ -515,7 +515,7 @@ def _passing_check_after_change(tail: Sequence[Message], checks: re.Pattern[str]
 
 #: The user asks to run the thing itself ("run the model", "跑一下", "実行して"): a run that came back clean is what
 #: was asked for, where a run nobody asked for proves nothing (``_TEST_OR_BUILD``).
-_RUN_ASK = re.compile(r"\b(?:run|rerun|re-run|execute|launch|start|train)\b(?!\s+(?:out|into|over)\b)|跑|运行|執行|执行|実行|실행|"
+_RUN_ASK = re.compile(r"\b(?:run|rerun|re-run|execute|launch|train)\b(?!\s+(?:out|into|over)\b)|跑|运行|執行|执行|実行|실행|"
                       r"\b(?:ejecuta|corre|lance|exécute|starte|führe)\b", re.I)
 
 
