@@ -143,6 +143,24 @@ def test_claude_code_loading_a_skill_asks_for_the_skill_and_is_not_the_users_lan
     assert derive_facts(sess(*msgs)).language == "zh"
 
 
+def test_a_spec_kit_prompt_file_sent_as_written_asks_for_its_command() -> None:
+    """Codex sends a spec-kit prompt run with no input as its file: frontmatter ("description: Create or update the
+    project constitution…"), then "## User Input" with ``$ARGUMENTS`` never substituted. A blind set's Chinese session
+    read that English template as the user's ask. It asks for what the command does; the typed input, when there is
+    one, is the ask; neither template is the user's language."""
+    def prompt(typed: str) -> Message:
+        return u("---\ndescription: Create or update the project constitution from principle inputs\n---\n\n"
+                 f"## User Input\n\n```text\n{typed}\n```\n\nYou **MUST** consider the user input before proceeding "
+                 "(if not empty).\n\n## Outline\n\nYou are updating the project constitution at "
+                 "`.specify/memory/constitution.md`. " + "Fill every placeholder token with a concrete value. " * 20)
+
+    msgs = [prompt("$ARGUMENTS"), a("Constitution updated to 1.1.0."), u("你的任务完成了吗"), a("是的，已完成。")]
+    assert user_asks(msgs, "zh") == [
+        "speckit: Create or update the project constitution from principle inputs", "你的任务完成了吗"]
+    assert derive_facts(sess(*msgs)).language == "zh"
+    assert user_asks([prompt("为 Win32 项目补充约束"), a("好的。")], "zh") == ["为 Win32 项目补充约束"]
+
+
 def test_a_hermes_skill_run_asks_what_the_user_typed_not_the_skill_text() -> None:
     """Hermes sends a skill run as the invocation notice, the whole SKILL.md and then the user's instruction; a cron
     job's prompt opens with a bracketed notice that itself holds brackets. The ask is what the user typed; a skill run

@@ -209,6 +209,21 @@ _SKILL_INVOKED = re.compile(r'\[IMPORTANT: The user (?:has invoked|launched this
 _SPECKIT_INPUT = re.compile(r"^\s*## User Input\s*\n+```(?:text)?\n(.*?)\n```", re.S)
 
 
+_FRONTMATTER = re.compile(r"---\n(?:[^\n]*\n){0,20}?---\n(.*)\Z", re.S)
+
+
+def _speckit_typed(text: str) -> str | None:
+    """What the user typed with a spec-kit command ("" for none), or None when ``text`` is no spec-kit prompt. The
+    prompt comes as expanded (``## User Input`` first) or as its file, frontmatter and an unsubstituted ``$ARGUMENTS``."""
+    body = text.lstrip()
+    if body.startswith("---\n") and (front := _FRONTMATTER.match(body)):
+        body = front.group(1).lstrip()
+    if not body.startswith("## User Input") or not (m := _SPECKIT_INPUT.match(body)):
+        return None
+    typed = m.group(1).strip()
+    return "" if typed == "$ARGUMENTS" else typed
+
+
 # BMAD-METHOD's agent commands send the agent's whole persona file ("You must fully embody this agent's persona and
 # follow all activation instructions…"): the tool's text, no ask and no evidence of the user's language.
 _PERSONA_LOAD = "You must fully embody this agent's persona"
@@ -219,8 +234,12 @@ def user_words(text: str) -> str:
     text and its invocation notice, and the bracketed ``[IMPORTANT: …]`` notices before it. A skill run with no
     instruction asks for what the skill does (``_skill_ask``). A spec-kit command's prompt is the input typed with
     it (``_SPECKIT_INPUT``): nothing when none was (the template is the tool's, and names no task of its own)."""
-    if text.lstrip().startswith("## User Input") and (m := _SPECKIT_INPUT.match(text)):
-        return m.group(1).strip()
+    if (typed := _speckit_typed(text)) is not None:
+        if typed or not (front := _FRONTMATTER.match(text.lstrip())):
+            return typed
+        # Run with no input, sent as its prompt file: the run asks for what the command does (its description), as
+        # a skill run with no instruction does; none of the template is the user's (``typed_by_user``).
+        return _skill_ask("speckit", text.lstrip()[:front.start(1)])
     if text.lstrip().startswith(_PERSONA_LOAD):
         return ""
     if text.lstrip().startswith(_SKILL_LOADED):
@@ -280,7 +299,7 @@ def typed_by_user(msg: Message) -> bool:
     return (msg.role == "user" and not msg.is_carrier and not harness_error(msg)
             and not text.startswith((*_HARNESS, _SKILL_LOADED)) and not text.startswith(_EDITOR_ASK)
             and not _NOTICE.match(text)
-            and not (text.startswith(("## User Input", _PERSONA_LOAD)) and not user_words(text)))  # a tool's template
+            and _speckit_typed(text) != "" and not (text.startswith(_PERSONA_LOAD) and not user_words(text)))
 
 
 def _kind(msg: Message) -> str | None:
