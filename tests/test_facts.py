@@ -1265,6 +1265,17 @@ def test_a_run_that_saves_a_batch_made_data_not_outputs() -> None:
     assert touches(u("report"), *run_few) == [("report.md", "created"), ("summary.csv", "created")]
 
 
+def test_a_mocks_patch_is_no_hermes_edit() -> None:
+    """``patch(path, old, new)`` is how a Hermes script edits a file; in a test that imports ``patch`` from
+    ``unittest.mock``, ``patch("httpx.Client")`` mocks a name (a blind set listed httpx.Client as an output)."""
+    from pipeline.facts.pycode import code_file_ops
+
+    mock = 'from unittest.mock import patch\nwith patch("httpx.Client") as c:\n    run()\n'
+    assert code_file_ops(mock) == ()
+    hermes = 'from hermes_tools import patch\npatch("src/a.py", "old", "new")\n'
+    assert code_file_ops(hermes) == (("src/a.py", "modified", None),)
+
+
 def test_moving_a_folder_moves_what_the_session_wrote_in_it() -> None:
     """``mv ~/Code/app ~/Code/work/app`` moves the project: the files written in it are outputs at their new place,
     not deleted, and neither folder is listed as a file. A removed folder stays removed."""

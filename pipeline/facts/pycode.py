@@ -50,6 +50,9 @@ def code_file_ops(code: str) -> tuple[tuple[str, FileAction, str | None], ...]:
     names = _literal_names(tree)
     ops: list[tuple[str, FileAction, str | None]] = []
     read: set[str] = set()  # a file the script reads and then writes is edited, not created
+    # A test's ``from unittest.mock import patch`` makes ``patch("httpx.Client")`` a mock of a name, not Hermes's edit.
+    mocks = any(isinstance(n, ast.ImportFrom) and n.module in ("unittest.mock", "mock")
+                and any(a.name == "patch" for a in n.names) for n in ast.walk(tree))
 
     def lit(node: ast.AST | None) -> str | None:
         return _const_path(node, names)
@@ -76,7 +79,7 @@ def code_file_ops(code: str) -> tuple[tuple[str, FileAction, str | None], ...]:
         name = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else ""
         if name == "write_file" and (p := arg(node, 0, "path")):
             ops.append((p, "created", None))
-        elif name == "patch" and isinstance(fn, ast.Name) and (p := arg(node, 0, "path")):
+        elif name == "patch" and isinstance(fn, ast.Name) and not mocks and (p := arg(node, 0, "path")):
             # hermes_tools.patch(path=None, old_string=None, new_string=None, …): the path comes first.
             ops.append((p, "modified", None))
         elif cmd := _shell_command(node, name, command_arg):
