@@ -285,9 +285,7 @@ def _message_vote(text: str) -> str | None:
     """The Latin-script language one message is clearly in: two or more of its function words or telling letters,
     more than any other language has; else None ("ok", "violate it", "hazlo tu" say too little)."""
     t = _tally([text])
-    scores = {code: sum(n for w, n in t.latin.items() if w in stop) for code, stop in _STOPWORDS.items()}
-    for code, n in t.diacritics.items():
-        scores[code] += 2 * n
+    scores = _scores(t.latin, t.diacritics)
     ranked = sorted(scores.values(), reverse=True)
     best = max(scores, key=lambda c: scores[c])
     return best if ranked[0] >= 2 and ranked[0] > ranked[1] else None
@@ -362,10 +360,16 @@ def session_language(user_texts: Iterable[str], assistant_texts: Iterable[str], 
     return _decide(both) or default
 
 
-def _latin(words: Counter[str], diacritics: Counter[str]) -> str | None:
+def _scores(words: Counter[str], diacritics: Counter[str]) -> dict[str, int]:
+    """Each Latin language's evidence: its function words, and twice each letter only it uses."""
     scores = {code: sum(n for w, n in words.items() if w in stop) for code, stop in _STOPWORDS.items()}
     for code, n in diacritics.items():
         scores[code] += 2 * n
+    return scores
+
+
+def _latin(words: Counter[str], diacritics: Counter[str]) -> str | None:
+    scores = _scores(words, diacritics)
     best = max(scores, key=lambda c: (scores[c], c == "en"))
     if scores[best] == 0:
         return "en" if words else None

@@ -435,7 +435,8 @@ _UNKNOWN_DIR = "\0unknown folder"
 
 
 def _absolute(path: str) -> bool:
-    return path.startswith(("/", "~")) or bool(re.match(r"^[A-Za-z]:[/\\]", path))
+    """Rooted (``is_absolute``) or home-relative: a folder that does not depend on the one before it."""
+    return path.startswith("~") or is_absolute(path)
 
 
 _JS_EXEC = re.compile(r"exec_command\(\s*\{")
