@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pipeline.facts.derive import derive_facts, error_lines, file_touches
-from pipeline.facts.shell import shell_file_ops
+from pipeline.facts.shell import shell_file_ops, staged_files
 from pipeline.models import Chunk, FileTouch, Message, ModelUsage, Session, ToolCall
 from tests.conftest import FIXTURES
 
@@ -606,6 +606,37 @@ def test_the_work_tree_report_lists_outputs_once_the_session_has_edited() -> Non
     assert edited(u("x"), first, u("A  lone/line.md is what I meant")) == ["docs/src/gui.md"]  # one short line is prose
     code = "interface Changes {\n    deleted: string[];\n    modified:   Record<string, File>;\n    renamed: boolean\n}"
     assert edited(u("x"), first, run, result("g", code)) == ["docs/src/gui.md"]  # a type's fields, not a status
+
+
+def test_files_the_session_stages_and_commits_are_outputs_of_an_export_that_hides_its_edits() -> None:
+    """Cursor through SpecStory (v1) may export no edit at all: "Read file: a.tsx", then the agent's own ``git add
+    a.tsx b.tsx && git commit``. A file it staged by name counts when the session opened it or the assistant names
+    it, and a commit at or after the add delivers it; a conflict marked resolved, a folder, a glob, ``.`` or a file
+    the session never looked at stage no output of the session's."""
+    def read(cid: str, path: str) -> tuple[Message, Message]:
+        return call(cid, "read_file", {"target_file": path}), result(cid, "export function X() {}")
+
+    def run(cid: str, command: str, output: str = "") -> tuple[Message, Message]:
+        return call(cid, "run_terminal_cmd", {"command": command}), result(cid, output)
+
+    commit = 'git add app/routes/_index.tsx app/Button.tsx other.ts src/ . && git commit -m "feat: palette"'
+    msgs = (u("apply the new palette"), *read("r1", "app/routes/_index.tsx"),
+            a("Now let me update the Button component colours in `Button.tsx` too."), *run("c", commit, "[main 1a2b3c] feat"))
+    # other.ts: neither opened nor named (a change from before the session the user wants committed); "." and src/
+    # stage whatever changed
+    assert edited(*msgs) == ["app/routes/_index.tsx", "app/Button.tsx"]
+    # staged, never committed: not delivered
+    assert edited(*msgs[:-2], *run("c", "git add app/routes/_index.tsx app/Button.tsx")) == []
+    assert edited(*msgs[:-2], *run("c", "git add app/Button.tsx"), *run("d", "git commit -m x")) == ["app/Button.tsx"]
+    # a conflict marked resolved is a branch's version of the file
+    theirs = "git checkout --theirs app/Button.tsx && git add app/Button.tsx && git commit --no-edit"
+    assert edited(*msgs[:-2], *run("c", theirs)) == []
+    # a tool that shows its edits: its own list stands, staging adds nothing to it
+    assert edited(*msgs, source="claude-code") == []
+    assert staged_files("cd web && git add -- a.tsx 'b c.css' *.ts lib $F && git commit", "/w") == [
+        ("a.tsx", "/w/web"), ("b c.css", "/w/web")]
+    missing = "fatal: pathspec 'app/Button.tsx' did not match any files"
+    assert edited(*msgs[:-2], *run("c", "git add app/Button.tsx; git commit -m x", missing)) == []
 
 
 def test_a_bare_file_name_takes_the_one_path_the_session_shows_for_it() -> None:

@@ -26,7 +26,8 @@ Files come from tool calls, read these ways (and, for one kind of export, from t
   ```` ```diff ```` fences whose file the reply names (see ``prose_edits`` for the rules); the
   reply's own past-tense claims and change lists ("- Added a guard in `x.py`"); and a ``git status``
   shown after the first edit, for the entries the session's own words name (the report also lists
-  changes made before the session) or all of them when the tree was shown clean first.
+  changes made before the session) or all of them when the tree was shown clean first; and the files
+  its own ``git add`` names before a commit, when the session opened or named them (``_staged``).
 
 Each path is recorded once, at its first touch; later touches refine the action (read → modified,
 created + modified → created, anything + deleted → deleted). Paths under the session cwd become
@@ -55,6 +56,7 @@ from pipeline.facts.shell import (
     normalise_path,
     python_scripts,
     shell_file_ops,
+    staged_files,
 )
 from pipeline.facts.turns import split_paste, typed_by_user, user_words
 from pipeline.models import Chunk, Facts, FileAction, FileTouch, Message, Session, ToolCall
@@ -593,6 +595,10 @@ def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source:
         c.name.lower() in _CHANGE_TOOLS for m in messages for c in m.tool_calls)
     edits = _ProseEdits(_locator(messages, cwd)) if prose else None
     work = _work_words(messages) if prose else ""
+    said = "\n".join(m.content for m in messages if m.role == "assistant") if prose else ""
+    # the last message whose command commits: what the session staged before it is what it delivered
+    committed = max((i for i, m in enumerate(messages) if prose and m.role == "assistant" and any(
+        "git commit" in (command_text(c.arguments) or "") for c in m.tool_calls)), default=-1)
     clean = False  # the work tree was shown clean before the session changed anything
     skill_dirs: dict[str, str] = {}
     scripts = _Scripts()
@@ -631,10 +637,29 @@ def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source:
                     out.add(shown, "modified", call.name)
                 for op in scripts.follow(call, result):
                     out.add(*op)
+                if edits is not None and at <= committed:
+                    for path, base in _staged(call, result, out, said):
+                        out.add(path, "modified", "git_add", base)
     if edits is None:
         return _at_home(out.result())
     # The locator already holds every path the session shows: the same set names the bare ones.
     return _at_home(_resolve_bare_names(out.result(), edits.locator.shown))
+
+
+def _staged(call: ToolCall, result: Message | None, out: _Touches, said: str) -> list[tuple[str, str | None]]:
+    """Files the session's own ``git add a.tsx b.tsx`` stages, in an export that shows no edit (Cursor through
+    SpecStory): the agent stages what it changed, and a commit at or after it says the work is delivered. The export
+    also hides edits made before the session, and a user may ask to commit those, so a staged file counts only when
+    the session opened it first or the assistant's own words name it; a failed add stages nothing."""
+    if call.name.lower() not in COMMAND_TOOLS or result_failed(result):
+        return []
+    command = call_command(call.arguments, result)
+    if not command:
+        return []
+    seen = {t.path for t in out.result()}
+    return [(path, base) for path, base in staged_files(command, out.cwd)
+            if (normalise_path(path, out.cwd, base) in seen or _names(said, path))
+            and not (result and f"pathspec '{path}' did not match" in result.content)]
 
 
 def _at_home(touches: list[FileTouch]) -> list[FileTouch]:

@@ -311,6 +311,31 @@ def shell_file_ops(command: str, workdir: str | None = None) -> list[tuple[str, 
     return list(_shell_file_ops(command, workdir))
 
 
+def staged_files(command: str, workdir: str | None = None) -> list[tuple[str, str | None]]:
+    """Files a ``git add`` in ``command`` names one by one: (path as written, base dir it is relative to).
+
+    Only a named file with an extension counts: ``.``, ``-A``, a folder or a glob stages whatever changed, which
+    says nothing about what this session changed. A ``cd`` earlier in the command moves the base, as in
+    ``shell_file_ops``. Not an effect of its own: ``pipeline.facts.derive`` reads it only for exports that show
+    no edit any other way. Staging during a merge or rebase marks a conflict resolved (``git checkout --theirs a.ts
+    && git add a.ts``): the file is a branch's version, not the session's change, so such a command stages none."""
+    if "add" not in command or "git" not in command or _RESOLVING.search(command):
+        return []
+    staged: list[tuple[str, str | None]] = []
+    base = workdir
+    for words, _redirects in _segments(_tokens(command)):
+        while words and (words[0] in _WRAPPERS or _ENV_ASSIGN.match(words[0])):
+            words = words[1:]
+        if len(words) >= 2 and words[0] == "cd":
+            target = words[1]
+            base = target if _absolute(target) or base is None else posixpath.join(base, target)
+        elif len(words) >= 3 and posixpath.basename(words[0]) == "git" and words[1] == "add":
+            staged += [(p, base) for p in _positional(words[2:])
+                       if _names_a_file(p) and not any(ch in p for ch in "*?[$")]
+    return staged
+
+
+_RESOLVING = re.compile(r"--(?:theirs|ours)\b|\bgit\s+(?:merge|rebase|cherry-pick|am)\b")
 _HOME_VAR = re.compile(r"(?<![\w$])(?:\$\{HOME\}|\$HOME|\$env:(?:HOME|USERPROFILE)|%USERPROFILE%)(?=[/\\]|[\s\"';)]|$)", re.I)
 
 
