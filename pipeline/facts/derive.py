@@ -92,7 +92,8 @@ _CODE_TOOLS = frozenset({"execute_code"})
 _PATH_KEYS = ("path", "file_path", "target_file", "notebook_path", "filename", "file", "filePath", "targetFile",
               # other harnesses' spellings (Windsurf's TargetFile, Cursor's target_notebook, MCP filesystem servers)
               "TargetFile", "target_notebook", "notebookPath", "absolute_path", "AbsolutePath", "relative_path",
-              "relativePath", "filepath", "file_name", "fileName")
+              "relativePath", "filepath", "file_name", "fileName",
+              "relativeWorkspacePath")  # Cursor's apply_patch, as SpecStory v2.1 exports its Parameters
 
 MAX_COMMAND = 300
 MAX_ERROR = 200
