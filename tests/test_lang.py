@@ -157,3 +157,22 @@ def test_a_users_short_messages_outvote_long_english_templates_by_message() -> N
     english = ["please create a branch and ship the changes", "why does the build fail on the readme?",
                "can you make the readme selectable by language?"]
     assert session_language([template, *english, spanish[0]], []) == "en"
+
+
+def test_a_terminal_pasted_as_a_message_frames_nothing() -> None:
+    """A Traditional Chinese user asked once, then pasted ``$ mount`` and its output twice as messages of their own:
+    the mount table's words ("devtmpfs on /dev type devtmpfs (rw,relatime…)") are no framing line of the user's, and
+    the session is theirs, Chinese."""
+    mount = "$ mount\n" + "\n".join(f"tmpfs on /run/{n} type tmpfs (rw,nosuid,nodev,relatime,size={n}k,mode=755)"
+                                     for n in range(40))
+    ask = "我想探討能不能在不update DUT firmware 的情況下, 把本地build好的framework binary上傳到機器上, 可以馬上驗證結果呢?"
+    assert session_language([ask, mount, mount], []) == "zh"
+    assert session_language(["please check why the root is mounted read-only", mount, mount], []) == "en"
+    prompt = "ana@box:~/app$ df -h\n" + "\n".join(f"/dev/sd{n} 20G 1G 19G 5% /data/{n}" for n in range(30))
+    assert session_language([ask, prompt, prompt], []) == "zh"
+
+
+def test_a_short_italian_ask_is_italian() -> None:
+    """One Italian sentence, few of the commonest function words in it: the words only Italian spells so decide."""
+    assert session_language(["Rompendo la retro-compatibilità che non deve essere garantita in alcun modo rimuovi "
+                             "in ordine questi comandi: mkrepo, mkdev", "proceed"], []) == "it"

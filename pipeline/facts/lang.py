@@ -97,7 +97,11 @@ _STOPWORDS: dict[str, frozenset[str]] = {
     "fr": frozenset(
         ["le", "les", "et", "est", "une", "des", "du", "pour", "avec", "je", "tu", "vous", "pas", "ce", "cette", "dans", "sur", "qui", "mais", "ne", "peux", "oui", "merci", "fichier", "pourquoi", "fonctionne"]
     ),
-    "it": frozenset(["il", "gli", "della", "che", "è", "sono", "questo", "anche", "puoi", "grazie", "nel", "perché", "funziona", "ciao"]),
+    "it": frozenset(["il", "gli", "della", "che", "è", "sono", "questo", "anche", "puoi", "grazie", "nel", "perché", "funziona", "ciao",
+                     # words no other language here spells so (an ask of one sentence has few of the above)
+                     "questi", "questa", "quello", "quella", "essere", "delle", "degli", "nella", "alla", "alle", "più",
+                     "voglio", "vorrei", "abbiamo", "fatto", "tutti", "tutto", "ancora", "senza", "dopo", "ogni",
+                     "molto", "aggiungi", "rimuovi", "correggi", "controlla"]),
     "nl": frozenset(["het", "een", "niet", "ik", "ook", "kun", "maar", "zijn", "van", "voor", "wat", "dat", "waarom", "werkt"]),
     "pl": frozenset(["nie", "jest", "się", "że", "jak", "czy", "co", "proszę", "dlaczego", "możesz", "już", "też", "tak",
                      "działa", "mam", "oraz", "jeszcze"]),
@@ -260,10 +264,15 @@ def _own_script(texts: list[str], user: _Tally) -> str | None:
     code = _decide(_script_only(user))
     if code is None or sum(user.units.values()) < OWN_SCRIPT_UNITS:
         return None
-    with_prose = [t for t in texts if _WORD.search(_prose(t))]
+    # A message that opens on a shell prompt ("$ mount", then its output) is a terminal pasted as it was: no line of it
+    # frames anything, and its words are the machine's.
+    with_prose = [t for t in texts if _WORD.search(_prose(t)) and not _PROMPT_FIRST.match(t)]
     framed = [t for t in with_prose
               if any(_decide(_script_only(_tally([ln]))) == code for ln in _framing_lines(t))]
     return code if with_prose and 2 * len(framed) >= len(with_prose) else None
+
+
+_PROMPT_FIRST = re.compile(r"\A\s*(?:\$ |PS [A-Za-z]:[^>\n]*> |[A-Za-z]:\\[^>\n]*>|[\w.-]+@[\w.-]+:\S*[$#] )\S")
 
 
 def _own_latin(texts: list[str]) -> str | None:
