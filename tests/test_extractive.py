@@ -161,6 +161,24 @@ def test_a_spec_kit_prompt_file_sent_as_written_asks_for_its_command() -> None:
     assert user_asks([prompt("为 Win32 项目补充约束"), a("好的。")], "zh") == ["为 Win32 项目补充约束"]
 
 
+def test_a_custom_prompt_sent_with_its_placeholder_asks_what_the_user_typed_after_it() -> None:
+    """A custom prompt (a Codex ``/prompts:…`` file, a Claude Code command) may arrive as its file, ``$ARGUMENTS``
+    never substituted, with what the user typed appended after the template. A blind set's Italian session read the
+    English template as its ask and its language: the words after the placeholder are the ask."""
+    template = ("# Update the requirements and implement the changes\n\n## Steps\n1. Read the requirements and the "
+                "[User Request](#users-request).\n2. Wait for approval.\n3. Implement the approved changes. " * 5 +
+                "\n\n## User's Request\n\n```text\n$ARGUMENTS\n```\n")
+    typed = "Rompendo la retro-compatibilità che non deve essere garantita rimuovi in ordine questi comandi: mkrepo, mkdev"
+    msgs = [u(template + typed), a("Ecco la proposta."), u("proceed"), a("Fatto: rimossi i comandi.")]
+    assert user_asks(msgs, "it")[0] == typed
+    assert derive_facts(sess(*msgs)).language == "it"
+    inline = "Apply this prompt to: $ARGUMENTS\n\nAdd a dark mode toggle to the settings page"
+    assert user_asks([u(inline), a("Done.")], "en") == ["Add a dark mode toggle to the settings page"]
+    # a template that only mentions the placeholder with nothing typed after it is left as it is
+    assert user_asks([u("Write `$ARGUMENTS` into the file name"), a("Done.")], "en") == [
+        "Write `$ARGUMENTS` into the file name"]
+
+
 def test_a_hermes_skill_run_asks_what_the_user_typed_not_the_skill_text() -> None:
     """Hermes sends a skill run as the invocation notice, the whole SKILL.md and then the user's instruction; a cron
     job's prompt opens with a bracketed notice that itself holds brackets. The ask is what the user typed; a skill run
@@ -1737,3 +1755,18 @@ def test_a_zero_count_of_issues_reports_no_problem() -> None:
 
     assert reported_problem("All tests pass and the linter reports 0 issues.") is None
     assert reported_problem("The linter reports 3 issues in cli.go.") is not None
+
+
+def test_no_sentence_ends_inside_a_code_span() -> None:
+    """A Japanese reply quoted the app's output as code, full stop included ("`assistant / done` が `こんにちは。` だけに
+    なります"): cut at that "。", the phase text kept an unclosed span that paired with the next one, and the note quoted
+    "こんにちは。 変更したファイル：…" as code the session never showed."""
+    from pipeline.facts.turns import _sentences
+
+    reply = "修正しました。 `assistant / done` が `こんにちは。` だけになります。次は `v1.2. x` です. Done!"
+    assert _sentences(reply) == ["修正しました。", "`assistant / done` が `こんにちは。` だけになります。",
+                                 "次は `v1.2. x` です.", "Done!"]
+    assert _sentences("A stray ` here. Then\nthe next line.") == ["A stray ` here. Then", "the next line."]  # lines end
+    msgs = [u("「はろー」と入力すると重複して表示されます"), a(reply)]
+    note = summarise_extractive(sess(*msgs), [], derive_facts(sess(*msgs)))
+    assert "`こんにちは。`" in " ".join(p.done for p in note.phases)

@@ -224,6 +224,23 @@ def _speckit_typed(text: str) -> str | None:
     return "" if typed == "$ARGUMENTS" else typed
 
 
+# A custom prompt (a Codex ``/prompts:…`` file, a Claude Code command) sent as its file with its ``$ARGUMENTS``
+# placeholder left in, and what the user typed with it appended after the template: "…## User's Request\n```text\n
+# $ARGUMENTS\n```\nRompendo la retro-compatibilità … rimuovi questi comandi". The words after the placeholder's line
+# (or its fence) are the user's; the template before it is the tool's.
+_PLACEHOLDER_LINE = re.compile(r"^[^\n]*\$ARGUMENTS\b[^\n]*\n(?:```[ \t]*\n)?", re.M)
+
+
+def _after_placeholder(text: str) -> str | None:
+    """What follows a template's unsubstituted ``$ARGUMENTS`` (see ``_PLACEHOLDER_LINE``), or None when there is no
+    such placeholder or nothing typed after it."""
+    if "$ARGUMENTS" not in text:
+        return None
+    placeholders = list(_PLACEHOLDER_LINE.finditer(text))
+    typed = text[placeholders[-1].end():].strip() if placeholders else ""
+    return typed or None
+
+
 # BMAD-METHOD's agent commands send the agent's whole persona file ("You must fully embody this agent's persona and
 # follow all activation instructions…"): the tool's text, no ask and no evidence of the user's language.
 _PERSONA_LOAD = "You must fully embody this agent's persona"
@@ -242,6 +259,8 @@ def user_words(text: str) -> str:
         return _skill_ask("speckit", text.lstrip()[:front.start(1)])
     if text.lstrip().startswith(_PERSONA_LOAD):
         return ""
+    if (typed := _after_placeholder(text)) is not None:
+        return typed
     if text.lstrip().startswith(_SKILL_LOADED):
         # Claude Code loading a skill sends its SKILL.md in the user's role: the run asks for what the skill does (as a
         # Hermes skill run with no instruction), and none of its English is the user's (``typed_by_user``).
@@ -323,7 +342,19 @@ _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])|\n+")
 
 
 def _sentences(text: str) -> list[str]:
-    parts = _SENTENCE_BREAK.split(_FENCE.sub("\n", text))
+    text = _FENCE.sub("\n", text)
+    if "`" not in text:
+        parts = _SENTENCE_BREAK.split(text)
+    else:
+        # No sentence ends inside an inline code span ("`assistant / done` が `こんにちは。` だけになります", "`v1.2. x`"):
+        # cut there, the span's closing backtick starts the next "sentence" and pairs with the wrong one after it.
+        parts, start = [], 0
+        for m in _SENTENCE_BREAK.finditer(text):
+            if "\n" not in m.group() and text.count("`", start, m.start()) % 2:
+                continue
+            parts.append(text[start:m.start()])
+            start = m.end()
+        parts.append(text[start:])
     return [p.strip().lstrip("-*• ").strip() for p in parts if p and p.strip().lstrip("-*• ").strip()]
 
 
