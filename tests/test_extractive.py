@@ -1770,3 +1770,17 @@ def test_no_sentence_ends_inside_a_code_span() -> None:
     msgs = [u("「はろー」と入力すると重複して表示されます"), a(reply)]
     note = summarise_extractive(sess(*msgs), [], derive_facts(sess(*msgs)))
     assert "`こんにちは。`" in " ".join(p.done for p in note.phases)
+
+
+def test_a_review_asked_for_on_top_of_a_passing_check_leaves_the_check_standing() -> None:
+    """A blind set's missed success: a UI redesign whose build passed after its last edit ended "UI Redesign Complete.
+    Ready for review." The handover is courtesy there: the check is the evidence. With nothing run after the last
+    edit, work handed over for a review that never came stays in doubt."""
+    ask = u("redesign the dashboard UI with the badminton theme, UI only")
+    edit = _tool("e", "Edit", file_path="/home/ana/src/proj/src/components/DashboardNav.tsx", old_string="a",
+                 new_string="b")
+    build = run("1", "npm run build", "✓ Compiled successfully\n   Linting and checking validity of types ...", 0)
+    report = a("Build passed: all 18 routes compile. UI redesign complete. Ready for review.")
+    assert end(ask, *edit, *build, report) == "resolved"
+    assert end(ask, *edit, report) == "unknown"
+    assert end(ask, *build, *edit, report) == "unknown"  # the build ran before the last edit

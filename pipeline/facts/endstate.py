@@ -1058,7 +1058,8 @@ def _judge(msgs: list[Message]) -> EndVerdict:
         if _not_checked(final, replies[-1].reasoning or "", tail):
             return _verdict("unknown", "the final reply claims the work done but says it was not checked", msgs, at,
                             doubted=True)
-        if _AWAITS_REVIEW.search(_prose(final)):
+        # A review asked for on top of a check that passed after the last change is courtesy: the check is the evidence.
+        if _AWAITS_REVIEW.search(_prose(final)) and _passing_check_after_change(tail) is None:
             return _verdict("unknown", "the final reply hands the work over for a review that never came", msgs, at,
                             doubted=True)
         if _LEAVES_STEPS.search(_prose(final)):
