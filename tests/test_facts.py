@@ -1097,6 +1097,20 @@ def test_a_subagents_report_with_an_entry_per_file_names_its_files() -> None:
                                       ("/w/app/src/view/RegisterActivity.kt", "modified")]
 
 
+def test_a_subagents_list_entry_that_says_what_it_did_to_its_file_names_it() -> None:
+    """A TDD subagent reported "765 passed … Here are the relevant files:" then "- `…/evaluator.py` — new file with …",
+    "- `…/models.py` — added 4 optional fields": no files heading, but each entry says what happened to its file. An
+    entry that only describes its file, a bare name (any folder's) and a read-only section name none."""
+    from pipeline.facts.derive import subagent_files
+
+    report = ("765 passed — no regressions. Here are the relevant files:\n\n"
+              "- `/w/src/core/evaluator.py` — new file with pure evaluation functions\n"
+              "- `/w/src/core/models.py` — added 4 optional fields to `DiscoveryPacket`\n"
+              "- `/w/src/core/runner.py` — runs the pipeline and handles retries\n"
+              "2. **mock.test.ts** — Added a test case for the query string\n")
+    assert subagent_files(report) == [("/w/src/core/evaluator.py", "created"), ("/w/src/core/models.py", "modified")]
+
+
 def test_session_language_ignores_harness_text_in_the_user_role() -> None:
     """Task notifications and compaction summaries are English written by software, not the user's words."""
     from pipeline.facts.derive import derive_facts

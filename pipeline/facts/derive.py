@@ -1344,6 +1344,9 @@ _CREATED = re.compile(r"\bcreat|\bnew\b|\badded\b|新建|创建|新增", re.I)
 _READ_ONLY = re.compile(r"\b(?:read|reviewed|inspected|explored|examined|analy[sz]ed|looked)\b|查看|阅读|分析", re.I)
 _HEADING = re.compile(r"^\s*(?:#{1,6}\s+|\*\*|__)?(.+?)(?:\*\*|__)?\s*(?:[:：]\s*(.*))?$")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+(.+)$")
+#: A list entry naming one file, then what was done to it: "`a.py` — new file with …", "`b.py`: updated to …".
+_ITEM_CHANGE = re.compile(r"^(`[^`\n]+`|\*\*[^*\n]+\*\*|\S+)\s*(?:—|–|-|:)\s*(new file|created|added|modified|updated|changed|rewr(?:ote|itten)"
+                          r"|extended|edited|新建|新增|创建|修改|更新)\b", re.I)
 #: A file's own entry in a report's files section: a bold line or a small heading, maybe numbered ("**1. `a.kt`**").
 _ENTRY = re.compile(r"^\s*(?:\*\*|#{3,6}\s+)(?:\d{1,2}[.)]\s*)?(.{3,300})$")
 
@@ -1382,6 +1385,13 @@ def subagent_files(text: str, parsed: dict[str, Any] | None = None) -> list[tupl
         if item and action:
             if path := _first_path(item.group(1)):
                 found.append((path, action))
+            continue
+        # "- `src/core/evaluator.py` — new file with …", "- `src/core/models.py` — added 4 fields": an entry that
+        # says what happened to its file counts under any heading ("Here are the relevant files:").
+        # A bare name ("**mock.test.ts** — Added a test") may be any folder's: only a path counts here.
+        if item and (said := _ITEM_CHANGE.match(item.group(1))) and (path := _first_path(said.group(1))) and "/" in path:
+            found.append((path, "created" if said.group(2).lower() in ("new file", "created", "新建", "新增", "创建")
+                          else "modified"))
             continue
         if not line.strip():
             continue
