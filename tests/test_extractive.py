@@ -999,6 +999,25 @@ def test_a_fix_for_a_failure_the_user_pasted_stays_in_doubt_until_it_is_run() ->
     assert end(*start, failed_run, claim, u("it works now, thanks"), source="specstory") == "resolved"
 
 
+def test_a_ci_log_the_user_pasted_failed_and_reading_the_file_again_tries_no_fix() -> None:
+    """A blind set's false success (Cursor through SpecStory): the user pasted Vercel's build log, every line stamped
+    ("[01:43:22.023] Failed to compile.", "[01:43:22.024] 16:20  Error: 'error' is defined but never used"); the agent
+    read the file, showed the diff and said the next build "should pass". The stamps hid the failure, and the read
+    counted as a run. Reading tries nothing; a command run after the change does."""
+    log = u("Vercelのデプロイ時にエラーが発生しました：\n[01:42:37.291] Running build in Washington, D.C.\n"
+            "[01:43:22.023] Failed to compile.\n[01:43:22.024] ./src/lib/supabase/server.ts\n"
+            "[01:43:22.024] 16:20  Error: 'error' is defined but never used.  @typescript-eslint/no-unused-vars\n"
+            "[01:43:22.072] Error: Command \"npm run build\" exited with 1")
+    read = [a("ファイルを確認します。", calls=(ToolCall(id="r", name="read_file", arguments={"path": "src/lib/supabase/server.ts"}),)),
+            Message(role="tool", tool_call_id="r", content="")]
+    fix = a("`_error` に変更します。\n\n```diff\n-           } catch (error) {\n+           } catch (_error) {\n```\n\n"
+            "修正が完了しました。")
+    start = (u("Next.js と Supabase で予約投稿ツールを作って"), a("作成しました。"))
+    assert end(*start, log, *read, fix, source="specstory") == "unknown"
+    build = run("b", "npm run build", "✓ Compiled successfully", 0)
+    assert end(*start, log, *read, fix, *build, a("ビルドが通りました。修正が完了しました。"), source="specstory") == "resolved"
+
+
 def test_powershell_running_the_changed_script_is_a_check() -> None:
     """Claude Code on Windows: a script written, then run the PowerShell way (its text piped to Invoke-Expression, or
     ``powershell -File``) through the ``PowerShell`` tool, and its log read back: the run checks the change."""

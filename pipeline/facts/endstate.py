@@ -395,8 +395,9 @@ def _unchecked_source_change(msgs: Sequence[Message]) -> bool:
 
 #: A line of a run's output that reports it failed: a traceback, an exception or error class with its message, a
 #: compiler's "error:", a test runner's FAILED, npm's ERR!, git's fatal.
-_RUN_ERROR = re.compile(r"^\s*(?:Traceback \(most recent call last\)|[\w.]*(?:Error|Exception)(?:\s*\[\w+\])?:\s\S"
-                        r"|error(?:\[\w+\])?:\s|FAILED\b|npm ERR!|fatal:\s)", re.M)
+_RUN_ERROR = re.compile(r"^\s*(?:\[[\d:.]+\]\s*|\d{4}-\d\d-\d\dT[\d:.]+Z?\s+)?"  # a CI log's time stamp ("[01:43:22.024] ")
+                        r"(?:Traceback \(most recent call last\)|[\w.]*(?:Error|Exception)(?:\s*\[\w+\])?:\s\S"
+                        r"|error(?:\[\w+\])?:\s|FAILED\b|npm ERR!|fatal:\s|Failed to compile\b)", re.M)
 
 
 def _pasted_failure(text: str) -> bool:
@@ -418,8 +419,11 @@ def _unverified_fix(msgs: Sequence[Message]) -> int | None:
         return None
     if not (shows_edit(after) or any(t.action != "read" for t in file_touches(after))):
         return None
-    _ran, _unfixed = _tool_signal(after)
-    return None if _ran else pasted
+    # Reading the file again tries nothing: only a call that runs something (a command, a browser, a test tool) can.
+    results = {m.tool_call_id for m in after if m.role == "tool" and m.tool_call_id}
+    tried = any(c.id in results and (c.name.lower() in COMMAND_TOOLS or not _looks_only(c.name))
+                for m in after if m.role == "assistant" for c in m.tool_calls)
+    return None if tried else pasted
 
 
 #: A commit's hooks (lint-staged, husky, pre-commit) that ran the project's checks: a linter or type checker by name,
