@@ -1803,3 +1803,12 @@ def test_a_review_asked_for_on_top_of_a_passing_check_leaves_the_check_standing(
     assert end(ask, *edit, *build, report) == "resolved"
     assert end(ask, *edit, report) == "unknown"
     assert end(ask, *build, *edit, report) == "unknown"  # the build ran before the last edit
+
+
+def test_thanks_in_italian_korean_and_more_close_the_work() -> None:
+    """A blind set's missed successes: "a posto grazie" after a home-folder cleanup, "수고 !!" (Korean: good work) after
+    a settings sync. Thanks in the languages sessions come in close the work; thanks with a new request do not."""
+    work = (u("pulisci la home dalle cartelle inutili"), a("Pulizia completata: 30GB recuperati."))
+    for thanks in ("a posto grazie", "수고 !!", "고마워요", "valeu!", "dziękuję", "teşekkürler", "cảm ơn", "bedankt", "дякую"):
+        assert end(*work, u(thanks)) == "resolved", thanks
+    assert end(*work, u("grazie, ma la cartella .cache è ancora lì")) != "resolved"

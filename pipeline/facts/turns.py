@@ -73,7 +73,9 @@ _CLOSERS = ("no thanks", "thank you", "thanks", "thx", "that's all", "thats all"
             "谢谢", "谢谢你", "谢谢您", "多谢", "感谢", "不用了", "就这样", "辛苦了",
             # thanks in the other languages sessions are written in
             "ありがとう", "ありがとうございます", "ありがとうございました", "gracias", "obrigado", "obrigada", "merci",
-            "danke", "спасибо", "감사합니다")
+            "danke", "спасибо", "감사합니다", "grazie", "grazie mille", "수고", "수고했어", "수고했어요", "수고하셨습니다",
+            "고마워", "고마워요", "고맙습니다", "valeu", "dzięki", "dziękuję", "teşekkürler", "teşekkür ederim", "sağol",
+            "cảm ơn", "bedankt", "дякую")
 _CONTINUE = ("continue", "proceed", "go on", "keep going", "go ahead", "do it", "please do", "next one", "next",
              "继续", "下一个")
 _YES = ("yes", "yep", "yeah", "sure", "是的")
