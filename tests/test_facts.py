@@ -639,6 +639,23 @@ def test_files_the_session_stages_and_commits_are_outputs_of_an_export_that_hide
     assert edited(*msgs[:-2], *run("c", "git add app/Button.tsx; git commit -m x", missing)) == []
 
 
+def test_japanese_and_korean_announcements_place_an_edit_block_and_a_commit_deletes() -> None:
+    """Cursor through SpecStory, in Japanese: "次に、`src/lib/supabase/client.ts` ファイルを作成し…" then a bare diff block
+    creates that file, as "Let me create `…`" does; Korean "`App.tsx`를 수정합니다" likewise. The session's own commit
+    printing "delete mode 100644 vercel.json" deletes a file the session wrote, however the deletion was made; a file
+    it never wrote is not made one."""
+    ja = a("次に、`src/lib/supabase/client.ts` ファイルを作成し、ブラウザ用のクライアントを作ります。\n\n" + DIFF)
+    assert edited(u("Supabase のログインを作って"), ja) == ["src/lib/supabase/client.ts"]
+    ko = a("이제 `src/App.tsx`를 수정합니다.\n\n" + DIFF)
+    assert edited(u("버튼 색을 바꿔 줘"), ko) == ["src/App.tsx"]
+    vercel = a("プロジェクトのルートに `vercel.json` を作成します。\n\n" + DIFF)
+    commit = (call("c", "run_terminal_cmd", {"command": "git commit -a -m refactor"}),
+              result("c", "[main 1a2b3c4] refactor\n 2 files changed\n delete mode 100644 vercel.json\n"
+                          " delete mode 100644 old/notes.md\n"))
+    s = Session(id="s1", source="specstory", messages=(u("cron を設定して"), vercel, *commit))
+    assert [(t.path, t.action) for t in derive_facts(s).files] == [("vercel.json", "deleted")]
+
+
 def test_a_bare_file_name_takes_the_one_path_the_session_shows_for_it() -> None:
     trace = "TypeError: x\n      at run (/home/u/proj/src/domain/tasks.ts:81:23)\n      at main (src/cli/tasks.tsx:3:1)"
     msgs = (u("fix it"), a(f"Let me update `tasks.ts`:\n\n{DIFF}\n\nLet me update `util.ts`:\n\n{DIFF}"),

@@ -621,6 +621,13 @@ def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source:
                 for path, action in worktree_report(m.content):
                     if clean or _names(work, path):
                         out.add(path, action, "git_status")
+        if m.role == "tool" and " delete mode " in m.content:
+            # The session's own commit says it deleted a file the session wrote ("delete mode 100644 vercel.json"):
+            # however the deletion was made (a tool no rule reads, an edit the export hides), the file is gone.
+            written = {t.path for t in out.result() if t.action != "read"}
+            for path in _COMMIT_DELETED.findall(m.content):
+                if normalise_path(path, out.cwd) in written:
+                    out.add(path, "deleted", "git_commit")
         for call in m.tool_calls if m.role == "assistant" else ():
             result = results.get(call.id) if call.id else None
             # Only a result that names a skill folder is parsed here: the rest is parsed once, in _call_ops.
@@ -645,6 +652,10 @@ def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source:
         return _at_home(out.result())
     # The locator already holds every path the session shows: the same set names the bare ones.
     return _at_home(_resolve_bare_names(out.result(), edits.locator.shown))
+
+
+#: A line ``git commit`` prints for a file the commit deleted.
+_COMMIT_DELETED = re.compile(r"^ delete mode \d{6} (\S[^\n]*?)\s*$", re.M)
 
 
 def _staged(call: ToolCall, result: Message | None, out: _Touches, said: str) -> list[tuple[str, str | None]]:
@@ -854,7 +865,9 @@ _EDIT_INTENT = re.compile(
     r"\b(?:edit|updat|modif|chang|fix|add|replac|remov|rewrit|writ|creat|apply|patch|refactor|insert|delet|implement)\w*"
     # moving code into a file edits it ("move save_log to `game.py`", "将函数移到 game.py 中"); "move on" does not
     r"|\bmov(?:e|es|ed|ing)\b(?!\s+on\b)"
-    r"|修改|编辑|更新|添加|替换|删除|移除|修复|改为|改成|创建|写入|重构|调整|更改|实现|移到|移至|移动到|搬到", re.I)
+    r"|修改|编辑|更新|添加|替换|删除|移除|修复|改为|改成|创建|写入|重构|调整|更改|实现|移到|移至|移动到|搬到"
+    # Japanese and Korean: "`src/lib/client.ts` ファイルを作成し", "`App.tsx`를 수정합니다"
+    r"|作成|追加|修正|変更|削除|編集|実装|書き換え|置き換え|생성|추가|수정|변경|삭제|편집|구현", re.I)
 # Telling the user what *they* could do is advice, not an edit (also in Russian, Spanish and Portuguese, whose
 # change claims below count too).
 _ADVICE = re.compile(r"\byou (?:can|could|should|need|might|may)\b|\bfor example\b|\be\.g\.|你可以|您可以|你需要|您需要|"
