@@ -1439,3 +1439,16 @@ def test_a_windows_shell_argv_is_the_command_it_runs() -> None:
         == "Get-Content a.ts -Tail 20"
     assert command_text({"command": ["C:\\Windows\\System32\\cmd.exe", "/c", "dir /b"]}) == "dir /b"
     assert command_text({"command": ["pwsh", "-File", "build.ps1"]}) == "pwsh -File build.ps1"
+
+
+def test_a_loop_over_written_out_words_names_its_files() -> None:
+    """``for dir in a b c; do echo … > "$dir/.DO_NOT_DELETE.md"; done`` wrote three files a blind set's note missed. A
+    loop over written-out words runs its body once per word; a loop over a glob or a variable names no file."""
+    loop = ('for dir in /home/ana/runner /home/ana/runner-2; do\n  echo "# keep" > "$dir/.DO_NOT_DELETE.md"\n'
+            'done && echo "done"')
+    assert shell_file_ops(loop) == [("/home/ana/runner/.DO_NOT_DELETE.md", "created", None),
+                                    ("/home/ana/runner-2/.DO_NOT_DELETE.md", "created", None)]
+    assert shell_file_ops("for x in a b; do touch ${x}.txt; done; rm c.txt") == [
+        ("a.txt", "created", None), ("b.txt", "created", None), ("c.txt", "deleted", None)]
+    assert shell_file_ops("for f in *.py; do cp $f bak/; done") == []
+    assert shell_file_ops("for f in $FILES; do echo x > $f.log; done") == []

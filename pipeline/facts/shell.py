@@ -185,6 +185,37 @@ def _tokens(command: str) -> list[str]:
 
 
 _PARENS = re.compile(r"[();]{2,}")
+_LOOP_VAR = re.compile(r"[A-Za-z_]\w*")
+
+
+def _unroll(tokens: list[str]) -> list[str]:
+    """``for d in a b c; do echo x > "$d/NOTE.md"; done`` as the three commands it runs, each with ``$d`` (or ``${d}``)
+    replaced by its value: a loop over written-out words names its files. A loop over anything else (a glob, a
+    variable, a command's output) or a nested one is left as it is, and its ``$d`` paths name no file."""
+    out: list[str] = []
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if (tok == "for" and (not out or out[-1] in _SEPARATORS) and i + 2 < len(tokens)
+                and _LOOP_VAR.fullmatch(tokens[i + 1]) and tokens[i + 2] == "in"):
+            var, j = tokens[i + 1], i + 3
+            values = []
+            while j < len(tokens) and tokens[j] not in _SEPARATORS:
+                values.append(tokens[j])
+                j += 1
+            while j < len(tokens) and tokens[j] == ";":
+                j += 1
+            end = tokens.index("done", j) if "done" in tokens[j:] else -1
+            body = tokens[j + 1:end] if end > j and tokens[j] == "do" else None
+            if body is not None and values and "for" not in body \
+                    and not any(ch in v for v in values for ch in "*?[$`("):
+                for value in values:
+                    out += [t.replace("${" + var + "}", value).replace("$" + var, value) for t in body] + [";"]
+                i = end + 1
+                continue
+        out.append(tok)
+        i += 1
+    return out
 
 
 def _segments(tokens: list[str]) -> Iterable[tuple[list[str], list[tuple[str, str]]]]:
@@ -403,7 +434,7 @@ def _file_ops(command: str, workdir: str | None) -> list[tuple[str, FileAction, 
     base = workdir
     pushed: list[str | None] = []  # pushd / Push-Location, for popd / Pop-Location
     values: dict[str, str] = {}  # PowerShell's ``$p = "C:/app/sub"``: a folder a later Push-Location $p enters
-    for words, redirects in _segments(_tokens(command)):
+    for words, redirects in _segments(_unroll(_tokens(command))):
         ops.extend((target, "created", base) for _op, target in redirects)
         if len(words) == 3 and words[0].startswith("$") and words[1] == "=":
             values[words[0].lower()] = words[2]
