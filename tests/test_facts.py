@@ -1452,3 +1452,14 @@ def test_a_loop_over_written_out_words_names_its_files() -> None:
         ("a.txt", "created", None), ("b.txt", "created", None), ("c.txt", "deleted", None)]
     assert shell_file_ops("for f in *.py; do cp $f bak/; done") == []
     assert shell_file_ops("for f in $FILES; do echo x > $f.log; done") == []
+
+
+def test_a_variable_set_to_a_written_out_path_names_the_file_it_is_used_for() -> None:
+    """``cfg="$HOME/.codex/config.toml"`` on a line of its own, then ``cat >> "$cfg" <<'EOF'`` inside an ``if``: the
+    append names the config file (a blind set's note missed it). A variable set from a command's output names none."""
+    script = ('set -euo pipefail\ncfg="$HOME/.codex/config.toml"\nif ! rg -n "^\\[features\\]" "$cfg"; then\n'
+              "  cat >> \"$cfg\" <<'EOF'\n[features]\nhooks = true\nEOF\nfi")
+    assert shell_file_ops(script) == [("~/.codex/config.toml", "created", None)]
+    assert shell_file_ops("OUT=build/report.txt; make > ${OUT}") == [("build/report.txt", "created", None)]
+    assert shell_file_ops("OUT=$(mktemp); make > $OUT") == []
+    assert shell_file_ops("LOG=a.log make > $LOG") == []  # set for one command's environment only

@@ -11,7 +11,8 @@ Before lexing, heredoc bodies are dropped (they are data, and a stray quote in t
 on its own and the lines that fail are skipped: missing a file is better than inventing one.
 
 Unwrapped: ``sudo``/``env``/``time``/``nohup``/``command``/``exec``/``builtin`` prefixes and
-``VAR=value`` assignments, ``git mv``/``git rm``, ``bash -c '...'`` (parsed recursively), and argv
+``VAR=value`` assignments (one standing alone with a written-out value is that value in later ``$VAR``s), a ``for``
+loop over written-out words (its body once per word), ``git mv``/``git rm``, ``bash -c '...'`` (parsed recursively), and argv
 lists from tools that take ``["bash", "-lc", "..."]``. A ``cd``/``pushd`` earlier in the same
 command sets the base later relative paths resolve against.
 
@@ -188,29 +189,45 @@ _PARENS = re.compile(r"[();]{2,}")
 _LOOP_VAR = re.compile(r"[A-Za-z_]\w*")
 
 
-def _unroll(tokens: list[str]) -> list[str]:
+def _set_vars(token: str, values: dict[str, str]) -> str:
+    if "$" not in token:
+        return token
+    return _VAR_USE.sub(lambda m: values.get(m.group(1) or m.group(2), m.group(0)), token)
+
+
+_VAR_USE = re.compile(r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)")
+#: ``cfg="$HOME/.codex/config.toml"`` on its own: a name for a written-out path (no command output, glob or variable).
+_ASSIGNED = re.compile(r"([A-Za-z_]\w*)=([^\s$`*?(]+)")
+
+
+def _expand(tokens: list[str]) -> list[str]:
     """``for d in a b c; do echo x > "$d/NOTE.md"; done`` as the three commands it runs, each with ``$d`` (or ``${d}``)
     replaced by its value: a loop over written-out words names its files. A loop over anything else (a glob, a
-    variable, a command's output) or a nested one is left as it is, and its ``$d`` paths name no file."""
+    variable, a command's output) or a nested one is left as it is, and its ``$d`` paths name no file. A variable set
+    to a written-out value in a command of its own (``cfg=~/.codex/config.toml``) is that value where later used."""
     out: list[str] = []
+    values: dict[str, str] = {}
     i = 0
     while i < len(tokens):
-        tok = tokens[i]
+        tok = _set_vars(tokens[i], values)
+        if ((m := _ASSIGNED.fullmatch(tok)) and (not out or out[-1] in _SEPARATORS)
+                and (i + 1 == len(tokens) or tokens[i + 1] in _SEPARATORS)):
+            values[m.group(1)] = m.group(2)
         if (tok == "for" and (not out or out[-1] in _SEPARATORS) and i + 2 < len(tokens)
                 and _LOOP_VAR.fullmatch(tokens[i + 1]) and tokens[i + 2] == "in"):
             var, j = tokens[i + 1], i + 3
-            values = []
+            words = []
             while j < len(tokens) and tokens[j] not in _SEPARATORS:
-                values.append(tokens[j])
+                words.append(tokens[j])
                 j += 1
             while j < len(tokens) and tokens[j] == ";":
                 j += 1
             end = tokens.index("done", j) if "done" in tokens[j:] else -1
             body = tokens[j + 1:end] if end > j and tokens[j] == "do" else None
-            if body is not None and values and "for" not in body \
-                    and not any(ch in v for v in values for ch in "*?[$`("):
-                for value in values:
-                    out += [t.replace("${" + var + "}", value).replace("$" + var, value) for t in body] + [";"]
+            if body is not None and words and "for" not in body \
+                    and not any(ch in v for v in words for ch in "*?[$`("):
+                for word in words:
+                    out += [_set_vars(t, {**values, var: word}) for t in body] + [";"]
                 i = end + 1
                 continue
         out.append(tok)
@@ -434,7 +451,7 @@ def _file_ops(command: str, workdir: str | None) -> list[tuple[str, FileAction, 
     base = workdir
     pushed: list[str | None] = []  # pushd / Push-Location, for popd / Pop-Location
     values: dict[str, str] = {}  # PowerShell's ``$p = "C:/app/sub"``: a folder a later Push-Location $p enters
-    for words, redirects in _segments(_unroll(_tokens(command))):
+    for words, redirects in _segments(_expand(_tokens(command))):
         ops.extend((target, "created", base) for _op, target in redirects)
         if len(words) == 3 and words[0].startswith("$") and words[1] == "=":
             values[words[0].lower()] = words[2]
