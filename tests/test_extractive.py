@@ -1812,3 +1812,21 @@ def test_thanks_in_italian_korean_and_more_close_the_work() -> None:
     for thanks in ("a posto grazie", "수고 !!", "고마워요", "valeu!", "dziękuję", "teşekkürler", "cảm ơn", "bedankt", "дякую"):
         assert end(*work, u(thanks)) == "resolved", thanks
     assert end(*work, u("grazie, ma la cartella .cache è ancora lì")) != "resolved"
+
+
+def test_a_chat_export_ending_on_an_edit_the_user_never_built_is_not_resolved() -> None:
+    """A blind set's false success (VS Code Copilot through SpecStory, no tool rows): the user built each change in
+    Xcode and pasted the errors back ("StatsGridView.swift:48:77 Extra argument 'height' in call"); the last reply
+    changed the code again (an empty fence: Copilot's applied edit) and said "all cards will be exactly the same size".
+    Only the user's next report could say so, and none came. A chat where the user never reported a run is judged as
+    before, and so is one the user confirmed."""
+    fence = "\n```\n\n```\n"
+    build_error = u("error: /Users/ana/app/Views/StatsGridView.swift:48:77: Extra argument 'height' in call")
+    fix = a(f"I see the issue! The frame modifier takes no height there. Let me fix it:{fence}Fixed the error.")
+    last = a(f"You're absolutely right! Let me make every card the same size:{fence}Now all cards will be exactly "
+             "the same size, and the layout is fixed.")
+    start = (u("show the stats as a grid of cards"), a(f"I'll add the grid:{fence}Done: the stats grid is added."))
+    assert end(*start, build_error, fix, u("cards are not the same size"), last, source="specstory") == "unknown"
+    assert end(*start, build_error, fix, u("cards are not the same size"), last, u("works now, thanks"),
+               source="specstory") == "resolved"
+    assert end(*start, u("cards are not the same size"), last, source="specstory") == "resolved"

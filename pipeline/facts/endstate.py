@@ -862,6 +862,9 @@ def judge_end_state(session: Session, facts: Facts | None = None) -> EndVerdict:
     cut = _harness_cut(msgs, verdict.index)
     if cut is not None:
         return _verdict("unresolved", "the harness cut the run short after the last reply", msgs, cut)
+    if verdict.reason.startswith("the final reply reports the work done") and _chat_edit_unreported(msgs, verdict.index):
+        return _verdict("unknown", "the final reply claims an edit shown in the chat that nothing ran and the user never "
+                        "reported back on", msgs, verdict.index, doubted=True)
     rejected = _edit_rejected(msgs, verdict.index)
     if rejected is not None:
         return _verdict("unresolved", "the harness could not apply the edit the last reply made", msgs, rejected)
@@ -877,6 +880,23 @@ def judge_end_state(session: Session, facts: Facts | None = None) -> EndVerdict:
         if left is not None:
             return _verdict("unresolved", "the final reply lists work still left or failing", msgs, verdict.index)
     return verdict
+
+
+#: VS Code Copilot through SpecStory shows each applied edit as an empty fence (its code is not exported).
+_EMPTY_FENCE = re.compile(r"^```[^\n`]*\n\s*```[ \t]*$", re.M)
+
+
+def _chat_edit_unreported(msgs: Sequence[Message], at: int | None) -> bool:
+    """A chat export where nothing runs (no command at all: the user builds and reports back) that ends on a reply
+    changing code (a diff, an elided Cursor edit, Copilot's empty fence): only the user's next report could say it
+    works, and none came."""
+    if at is None or any(c.name.lower() in COMMAND_TOOLS for m in msgs for c in m.tool_calls):
+        return False
+    if not any(m.role == "user" and (split_paste(m.content) is not None or _RUN_ERROR.search(m.content))
+               for m in msgs[:at]):
+        return False  # the user never reported a run: a chat about code, not a build loop
+    last = msgs[at]
+    return last.role == "assistant" and (shows_edit([last]) or bool(_EMPTY_FENCE.search(last.content)))
 
 
 # What aider prints when the reply's edit blocks could not be applied: the reply's claim then describes an edit that
