@@ -1830,3 +1830,15 @@ def test_a_chat_export_ending_on_an_edit_the_user_never_built_is_not_resolved() 
     assert end(*start, build_error, fix, u("cards are not the same size"), last, u("works now, thanks"),
                source="specstory") == "resolved"
     assert end(*start, u("cards are not the same size"), last, source="specstory") == "resolved"
+
+
+def test_a_platform_wrapper_that_quotes_the_request_asks_what_the_user_typed() -> None:
+    """An app-builder platform wraps each request in its own German instructions and quotes what the user typed
+    ('🔴 LIVE PREVIEW MODE - Der User sieht deine Änderungen in Echtzeit! User-Anfrage: "make the UI look like apple
+    iOS" ⚡ WICHTIG: …'). The quote is the ask, and the wrapper is none of the user's language."""
+    rules = "⚡ WICHTIG: Der Vite Dev-Server läuft bereits. Ändere die Dateien direkt und deploye danach. " * 3
+    wrapper = '🔴 LIVE PREVIEW MODE - Der User sieht deine Änderungen in Echtzeit!\n\nUser-Anfrage: "{}"\n\n' + rules
+    msgs = [u(wrapper.format("make the UI look like apple iOS")), a("Done: the dashboard uses the iOS palette now."),
+            u(wrapper.format("add a photo upload that fills in the form fields")), a("Done: the upload fills them in.")]
+    assert user_asks(msgs, "en") == ["make the UI look like apple iOS", "add a photo upload that fills in the form fields"]
+    assert derive_facts(sess(*msgs)).language == "en"

@@ -243,6 +243,11 @@ def _after_placeholder(text: str) -> str | None:
     return typed or None
 
 
+# An app-builder platform (Lilo) wraps each request in its own instructions, in its own language, and quotes what the
+# user typed: '🔴 LIVE PREVIEW MODE - Der User sieht … User-Anfrage: "make the UI look like apple iOS" ⚡ WICHTIG: …'.
+_QUOTED_REQUEST = re.compile(r'^[^\S\n]*User[- ](?:Anfrage|[Rr]equest)[^\S\n]*:[^\S\n]*"([^"]+)"', re.M)
+
+
 # BMAD-METHOD's agent commands send the agent's whole persona file ("You must fully embody this agent's persona and
 # follow all activation instructions…"): the tool's text, no ask and no evidence of the user's language.
 _PERSONA_LOAD = "You must fully embody this agent's persona"
@@ -263,6 +268,8 @@ def user_words(text: str) -> str:
         return ""
     if (typed := _after_placeholder(text)) is not None:
         return typed
+    if "User" in text and (quoted := _QUOTED_REQUEST.search(text)):
+        return quoted.group(1).strip()
     if text.lstrip().startswith(_SKILL_LOADED):
         # Claude Code loading a skill sends its SKILL.md in the user's role: the run asks for what the skill does (as a
         # Hermes skill run with no instruction), and none of its English is the user's (``typed_by_user``).
