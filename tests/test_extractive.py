@@ -7,7 +7,7 @@ from typing import Any
 
 from pipeline.facts.derive import derive_facts
 from pipeline.facts.endstate import EndVerdict, infer_end_state, judge_end_state
-from pipeline.facts.turns import user_words
+from pipeline.facts.turns import split_paste, user_words
 from pipeline.models import Chunk, Decision, Message, Session, ToolCall
 from pipeline.summarize.extractive import (
     decision_candidates,
@@ -1842,3 +1842,15 @@ def test_a_platform_wrapper_that_quotes_the_request_asks_what_the_user_typed() -
             u(wrapper.format("add a photo upload that fills in the form fields")), a("Done: the upload fills them in.")]
     assert user_asks(msgs, "en") == ["make the UI look like apple iOS", "add a photo upload that fills in the form fields"]
     assert derive_facts(sess(*msgs)).language == "en"
+
+
+def test_a_shells_own_error_lines_are_pasted_output_not_the_users_words() -> None:
+    """A blind set's Portuguese session: "corrija o codigo: root@srv:~# bash desinstalador.sh" then six lines of bash's
+    "VARIAVEIS_INSTALACAO: line 5: Pay: command not found". Those lines read as typed English ("line", "command",
+    "not", "found") and made the note English; they are the shell's, and the ask is the words before them."""
+    errors = "\n".join(f"VARIAVEIS_INSTALACAO: line {n}: Pay: command not found" for n in (5, 8, 5, 8, 5, 8))
+    msgs = [u(f"corrija o codigo: root@srv1009663:~# bash desinstalador.sh \n{errors}"),
+            a("O problema está no arquivo VARIAVEIS_INSTALACAO: o valor com espaço precisa de aspas. Corrigi o arquivo."),
+            u("funcionou, obrigado")]
+    assert derive_facts(sess(*msgs)).language == "pt"
+    assert split_paste(msgs[0].content) is not None

@@ -97,7 +97,9 @@ _ITEM_MARK = re.compile(r"^(?:[-*•›]|\d{1,2}[.)、])\s+")
 #: ``KEY=value`` line, a container log prefix ("backend  | …"), a shell prompt ("PS C:\\app>", "C:\\app>",
 #: "ana@box:~/app$ "), a column of a table.
 _MACHINE_LINE = re.compile(r"^(?:[#<>+|$\[{}()\\/~=@%&^`'\"]|\*\s{2,}|[\w.-]+=\S|[\w.-]+\s+\|\s"
-                           r"|PS [A-Za-z]:|[A-Za-z]:\\\S*>|[\w.-]+@[\w.-]+:\S*[$#]\s)|\s\|\s.*\s\|\s")
+                           r"|PS [A-Za-z]:|[A-Za-z]:\\\S*>|[\w.-]+@[\w.-]+:\S*[$#]\s"
+                           # a shell's own error line: "install.sh: line 5: Pay: command not found"
+                           r"|[\w./~-]+: line \d+: )|\s\|\s.*\s\|\s|: command not found$")
 
 
 def _typed_line(line: str) -> bool:
