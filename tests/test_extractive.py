@@ -754,14 +754,14 @@ def test_extractive_decisions_keep_recommendations_and_drop_words_that_choose_no
 
 
 def test_a_heading_that_announces_a_choice_is_read_with_the_line_under_it() -> None:
-    """"## 我的最终推荐" chooses nothing by itself: the choice is the line under it. A heading that states its
-    choice ("用 AST 不用行数") is not joined to what follows it."""
+    """"## 我的最终推荐" chooses nothing by itself: the choice is the line under it, and the reason labelled under that
+    ("理由：单端口。") goes with it. A heading that states its choice ("用 AST 不用行数") is not joined to what follows."""
     reply = ("好的，我来定方向。\n\n## 我的最终推荐（已采纳\"我帮你决定\"）\n\n**技术栈：方案 C — Next.js 14 + SQLite + Prisma**\n\n"
              "理由：单端口。\n\n### Decision\n\nKeep `Document.content` as text and add `embedding_inputs`.\n\n"
              "## 用 AST 不用行数\n\n你对。")
     s = sess(u("帮我决定技术栈"), a(reply))
     choices = [d.choice for d in summarise_extractive(s, [], derive_facts(s)).decisions]
-    assert choices == ["我的最终推荐（已采纳\"我帮你决定\"）：技术栈：方案 C — Next.js 14 + SQLite + Prisma",
+    assert choices == ["我的最终推荐（已采纳\"我帮你决定\"）：技术栈：方案 C — Next.js 14 + SQLite + Prisma 理由：单端口。",
                        "Decision：Keep `Document.content` as text and add `embedding_inputs`."]
 
 
@@ -1854,3 +1854,20 @@ def test_a_shells_own_error_lines_are_pasted_output_not_the_users_words() -> Non
             u("funcionou, obrigado")]
     assert derive_facts(sess(*msgs)).language == "pt"
     assert split_paste(msgs[0].content) is not None
+
+
+def test_a_change_and_the_reason_labelled_under_it_are_one_decision() -> None:
+    """A Portuguese agent reported each change with its reason on the next line ("**Removido:** `mkdir -p
+    /mnt/pnpm-cache;`" then "**Motivo:** O diretório já existirá…"): no sentence held both, and the note listed no
+    decision. The change and its labelled reason are one choice with a rationale; a reason alone chooses nothing."""
+    from pipeline.summarize.decisions import key_decisions
+
+    report = ("## Alterações Realizadas\n\n### 2. Etapa 15 - Backend deps (linha 926):\n"
+              "**Removido:** `mkdir -p /mnt/pnpm-cache;`  \n**Motivo:** O diretório já existirá pela nova etapa.\n\n---\n")
+    choices = [d.choice for d in key_decisions([u("corrija a permissão do cache"), a(report)])]
+    assert choices == ["Removido: `mkdir -p /mnt/pnpm-cache;` Motivo: O diretório já existirá pela nova etapa."]
+    assert key_decisions([u("corrija a permissão do cache"), a(report)])[0].rationale == "O diretório já existirá pela nova etapa."
+    english = "**Removed:** the `--legacy-peer-deps` flag\n**Reason:** npm 10 resolves the tree without it."
+    assert [d.choice for d in key_decisions([u("fix the install"), a(english)])] == [
+        "Removed: the `--legacy-peer-deps` flag Reason: npm 10 resolves the tree without it."]
+    assert key_decisions([u("why?"), a("**Motivo:** O diretório já existirá.")]) == []

@@ -85,14 +85,18 @@ _DECISION_OTHER = re.compile(
 #: import inside main() to avoid the circular import"): a change verb and a reason in one sentence, not a guess or
 #: a failure's post-mortem ("likely because", "failed because I used a host path"). "since" is left out: it
 #: explains far more often than it decides ("the replace() call is a no-op since the lexer changed").
-_REASON = re.compile(r"\b(?:because|so that|to avoid|to prevent|çünkü|bu yüzden|bu nedenle)\b|因为|由于|以便|为了|避免|以免", re.I)
+_REASON = re.compile(r"\b(?:because|so that|to avoid|to prevent|çünkü|bu yüzden|bu nedenle)\b|因为|由于|以便|为了|避免|以免"
+                     # a report's reason label after the change it explains ("**Removed:** x **Reason:** y")
+                     r"|\b(?:reason|motivo|raz[óo]n)\b[ \t]*[:：]|(?:原因|理由)[:：]", re.I)
 _REASON_CHANGE = re.compile(
     r"\b(?:using|used|switch(?:ed|ing)|mov(?:ed|ing)|remov(?:ed|ing)|replac(?:ed|ing)|skipp(?:ed|ing)|dropp(?:ed|ing)"
     r"|disabl(?:ed|ing)|renam(?:ed|ing)|splitting|pinn(?:ed|ing)|revert(?:ed|ing)|exclud(?:ed|ing)|downgrad(?:ed|ing)"
     r"|wrapp(?:ed|ing))\b|^(?:use|switch|move|remove|replace|skip|drop|disable|rename|split|pin|revert|exclude|wrap)\b"
     r"|\b(?:I'll|I will|we'll|we will|let's|let me)\s+(?:use|switch|move|remove|replace|skip|drop|disable|rename|split"
     r"|pin|revert|exclude|wrap)\b|移除|删除|改为|改用|改成|跳过|去掉|替换|禁用|拆分|降级|不应|不需要|换成"
-    r"|\b(?:kullan|değiştir|kaldır|taşı|dönüştür|kurma|kurul)\w*", re.I)
+    r"|\b(?:kullan|değiştir|kaldır|taşı|dönüştür|kurma|kurul)\w*"
+    # Portuguese and Spanish reports: "**Removido:** `mkdir -p …`", "Reemplazado por …"
+    r"|\b(?:removid|substitu[íi]d|movid|desativad|renomead|eliminad|reemplazad|desactivad|renombrad)[oa]s?\b", re.I)
 _GUESS = re.compile(r"\b(?:likely|probably|perhaps|maybe|seems?|fail\w*|error\w*|muhtemelen|belki|galiba|sanırım)\b"
                     r"|可能|似乎|失败|报错", re.I)
 
@@ -148,7 +152,8 @@ _REJECTED = (
 _POINTER = re.compile(r"this|that|it|these|those|them|bunun|onun|şunun|bunların|onların|这个|那个|这样|那样", re.I)
 _LAST_CODE = re.compile(r"`[^`\n]+`$")
 _OPTION_END = re.compile(r"\s+(?:because|since|so|for|as|which|when|if)\b|因为|由于", re.I)
-_RATIONALE = re.compile(r"\b(?:because|since|so that|as it|çünkü)\b\s*(.+)$|(?:因为|由于)(.+)$", re.I)
+_RATIONALE = re.compile(r"\b(?:because|since|so that|as it|çünkü)\b\s*(.+)$|(?:因为|由于)(.+)$"
+                        r"|\b(?:reason|motivo|raz[óo]n)\b[ \t]*[:：]\**\s*(.+)$|(?:原因|理由)[:：]\**\s*(.+)$", re.I)
 
 
 #: Choice words in a sentence that does not make a choice: an offer or a question to the user, a guess,
@@ -343,7 +348,13 @@ def _headings_joined(text: str) -> str:
     if "\n" not in text:
         return text
     text = _LABEL_THEN_LINE.sub(r"\g<label>：\g<body>", _LABELLED_HEADING.sub("", text))
+    # "**Removed:** `mkdir -p …`" then "**Reason:** the folder exists already": one change and its reason
+    text = _REASON_LABEL_LINE.sub(" ", text)
     return _HEADING_THEN_LINE.sub(join, text)
+
+
+_REASON_LABEL_LINE = re.compile(r"[ \t]*\n(?:[ \t]*\n)?(?=[ \t]*(?:\*\*)?(?:Reason|Why|Motivo|Raz[óo]n|原因|理由)[ \t]*"
+                                r"(?:\*\*)?[:：])", re.I)
 
 
 _WRAP_END = re.compile(r"[.!?。！？:：;；]\s*$|^\s*(?:[#|>]|```)")
