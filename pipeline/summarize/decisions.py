@@ -85,9 +85,11 @@ _DECISION_OTHER = re.compile(
 #: import inside main() to avoid the circular import"): a change verb and a reason in one sentence, not a guess or
 #: a failure's post-mortem ("likely because", "failed because I used a host path"). "since" is left out: it
 #: explains far more often than it decides ("the replace() call is a no-op since the lexer changed").
+#: The label a report puts before a change's reason ("**Removed:** x" / "**Reason:** y"; Portuguese, Spanish, Chinese).
+_REASON_WORDS = r"reason|motivo|raz[óo]n"
+_REASON_CJK = r"原因|理由"
 _REASON = re.compile(r"\b(?:because|so that|to avoid|to prevent|çünkü|bu yüzden|bu nedenle)\b|因为|由于|以便|为了|避免|以免"
-                     # a report's reason label after the change it explains ("**Removed:** x **Reason:** y")
-                     r"|\b(?:reason|motivo|raz[óo]n)\b[ \t]*[:：]|(?:原因|理由)[:：]", re.I)
+                     rf"|\b(?:{_REASON_WORDS})\b[ \t]*[:：]|(?:{_REASON_CJK})[:：]", re.I)
 _REASON_CHANGE = re.compile(
     r"\b(?:using|used|switch(?:ed|ing)|mov(?:ed|ing)|remov(?:ed|ing)|replac(?:ed|ing)|skipp(?:ed|ing)|dropp(?:ed|ing)"
     r"|disabl(?:ed|ing)|renam(?:ed|ing)|splitting|pinn(?:ed|ing)|revert(?:ed|ing)|exclud(?:ed|ing)|downgrad(?:ed|ing)"
@@ -153,7 +155,7 @@ _POINTER = re.compile(r"this|that|it|these|those|them|bunun|onun|şunun|bunları
 _LAST_CODE = re.compile(r"`[^`\n]+`$")
 _OPTION_END = re.compile(r"\s+(?:because|since|so|for|as|which|when|if)\b|因为|由于", re.I)
 _RATIONALE = re.compile(r"\b(?:because|since|so that|as it|çünkü)\b\s*(.+)$|(?:因为|由于)(.+)$"
-                        r"|\b(?:reason|motivo|raz[óo]n)\b[ \t]*[:：]\**\s*(.+)$|(?:原因|理由)[:：]\**\s*(.+)$", re.I)
+                        rf"|\b(?:{_REASON_WORDS})\b[ \t]*[:：]\**\s*(.+)$|(?:{_REASON_CJK})[:：]\**\s*(.+)$", re.I)
 
 
 #: Choice words in a sentence that does not make a choice: an offer or a question to the user, a guess,
@@ -353,7 +355,7 @@ def _headings_joined(text: str) -> str:
     return _HEADING_THEN_LINE.sub(join, text)
 
 
-_REASON_LABEL_LINE = re.compile(r"[ \t]*\n(?:[ \t]*\n)?(?=[ \t]*(?:\*\*)?(?:Reason|Why|Motivo|Raz[óo]n|原因|理由)[ \t]*"
+_REASON_LABEL_LINE = re.compile(rf"[ \t]*\n(?:[ \t]*\n)?(?=[ \t]*(?:\*\*)?(?:Why|{_REASON_WORDS}|{_REASON_CJK})[ \t]*"
                                 r"(?:\*\*)?[:：])", re.I)
 
 
