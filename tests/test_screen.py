@@ -137,3 +137,33 @@ def test_the_completion_and_failure_screens_hold_every_reply_of_the_shared_trans
              for part in re.split(r"\n\s*\n|\\n\\n", path.read_text("utf-8", errors="replace")) if part.strip()]
     for pattern, screen in ((endstate._DONE, endstate._MAY_BE_DONE), (endstate._FAILED, endstate._MAY_HAVE_FAILED)):
         assert [t for t in texts if pattern.search(t) and not screen.may_match(t)] == []
+
+
+def _split_texts() -> list[str]:
+    texts: list[str] = []
+    for path in sorted(p for p in CORPUS.rglob("*") if p.is_file() and p.suffix in (".md", ".jsonl", ".json", ".txt")):
+        texts += [t for t in path.read_text(encoding="utf-8", errors="replace").split("\n\n\n") if t.strip()]
+    return texts
+
+
+def test_sentences_cut_by_re2_are_the_sentences_re_cuts() -> None:
+    """``turns._split_sentences`` (RE2, where the lookbehind is a matched character) gives exactly the parts
+    ``_SENTENCE_BREAK.split`` gives: on random strings of the break characters and Unicode blanks, and on every
+    stretch of the real shared transcripts."""
+    import random
+
+    from pipeline.facts import turns
+
+    pytest.importorskip("re2")
+    assert turns._RE2_BREAK is not None
+    rng = random.Random(7)
+    alphabet = ["a", "é", "字", ".", "!", "?", "。", "！", "？", "；", " ", "\n", "\t", "\u3000", "\xa0", "\x85", "\x1c",
+                "\u2028", "\r", "\x0b", "`", "…"]
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(20000)]
+    for text in texts:
+        assert turns._split_sentences(text) == turns._SENTENCE_BREAK.split(text), repr(text)
+    require_corpus()
+    real = _split_texts()
+    assert len(real) > 1000
+    for text in real:
+        assert turns._split_sentences(text) == turns._SENTENCE_BREAK.split(text), text[:200]

@@ -275,7 +275,7 @@ def _own_script(texts: list[str], user: _Tally) -> str | None:
 _PROMPT_FIRST = re.compile(r"\A\s*(?:\$ |PS [A-Za-z]:[^>\n]*> |[A-Za-z]:\\[^>\n]*>|[\w.-]+@[\w.-]+:\S*[$#] )\S")
 
 
-def _own_latin(texts: list[str]) -> str | None:
+def _own_latin(tallies: list[_Tally]) -> str | None:
     """A Latin-script language other than English that most of the user's messages are written in, or None.
 
     Long English templates sent in the user's role (a project's custom prompt, Codex's ``/init`` text) outweigh a
@@ -283,17 +283,16 @@ def _own_latin(texts: list[str]) -> str | None:
     language it is in (``_message_vote``) votes once; a language other than English wins with more votes than English
     and at least half of them.
     """
-    votes = Counter(code for t in texts if (code := _message_vote(t)) is not None)
+    votes = Counter(code for t in tallies if (code := _message_vote(t)) is not None)
     best = next((code for code, _n in votes.most_common() if code != "en"), None)
     if best is None:
         return None
     return best if votes[best] > votes["en"] and 2 * votes[best] >= sum(votes.values()) else None
 
 
-def _message_vote(text: str) -> str | None:
-    """The Latin-script language one message is clearly in: two or more of its function words or telling letters,
-    more than any other language has; else None ("ok", "violate it", "hazlo tu" say too little)."""
-    t = _tally([text])
+def _message_vote(t: _Tally) -> str | None:
+    """The Latin-script language one message (its ``_tally``) is clearly in: two or more of its function words or
+    telling letters, more than any other language has; else None ("ok", "violate it", "hazlo tu" say too little)."""
     scores = _scores(t.latin, t.diacritics)
     ranked = sorted(scores.values(), reverse=True)
     best = max(scores, key=lambda c: scores[c])
@@ -356,12 +355,16 @@ def session_language(user_texts: Iterable[str], assistant_texts: Iterable[str], 
     description) is dropped here (``_typed_part``).
     """
     texts = [_typed_part(t) for t in user_texts]
-    user = _tally(texts)
+    # Each message is tallied once: the session's tally is their sum, and ``_own_latin`` lets each one vote.
+    each = [_tally([t]) for t in texts]
+    user = _Tally()
+    for one in each:
+        user.add(one)
     if user.total >= SCARCE_USER_UNITS:
         decided = _decide(user)
         if decided not in _NON_LATIN_CODES and (own := _own_script(texts, user)):
             return own
-        if decided == "en" and (own := _own_latin(texts)):
+        if decided == "en" and (own := _own_latin(each)):
             return own
         return decided or default
     both = _tally(assistant_texts)
@@ -369,9 +372,24 @@ def session_language(user_texts: Iterable[str], assistant_texts: Iterable[str], 
     return _decide(both) or default
 
 
+def _languages_of_words() -> dict[str, tuple[str, ...]]:
+    found: dict[str, tuple[str, ...]] = {}
+    for code, stop in _STOPWORDS.items():
+        for word in stop:
+            found[word] = (*found.get(word, ()), code)
+    return found
+
+
+#: word → the languages whose function word it is: ``_scores`` looks each word up once, not once per language.
+_STOPWORD_OF = _languages_of_words()
+
+
 def _scores(words: Counter[str], diacritics: Counter[str]) -> dict[str, int]:
     """Each Latin language's evidence: its function words, and twice each letter only it uses."""
-    scores = {code: sum(n for w, n in words.items() if w in stop) for code, stop in _STOPWORDS.items()}
+    scores = dict.fromkeys(_STOPWORDS, 0)  # in ``_STOPWORDS``'s order: ``_latin`` breaks ties by it
+    for w, n in words.items():
+        for code in _STOPWORD_OF.get(w, ()):
+            scores[code] += n
     for code, n in diacritics.items():
         scores[code] += 2 * n
     return scores

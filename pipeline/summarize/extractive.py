@@ -43,6 +43,7 @@ from pipeline.facts.derive import (
 from pipeline.facts.endstate import (
     _DONE,
     _FAILED,
+    _MAY_HAVE_FAILED,
     _claims_done,
     _mentions_done,
     _tool_signal,
@@ -74,6 +75,7 @@ from pipeline.models import (
     SessionSummary,
     is_scratch,
 )
+from pipeline.screen import Screen
 from pipeline.summarize.decisions import decision_candidates as decision_candidates  # the LLM path's hints
 from pipeline.summarize.decisions import key_decisions
 from pipeline.summarize.text import _LIST_MARK, _MARKUP, _NEXT_ITEM, _UNITS, _clip, unmark
@@ -97,6 +99,9 @@ _ADVICE_OR_PLAN = re.compile(r"\b(?:I'll|I will|let me|let's|we'll|we will|shoul
                              r"|you (?:can|could|should|need|might)|if you)\b|[?？]\s*$|我(?:将|会|来)|让我|是否|要不要|你可以",
                              re.I)
 _EMPTY_CODE = re.compile(r"(?<!`)``(?!`)")
+#: One RE2 pass says no for most sentences before ``_ACTION`` and ``_DONE`` scan them (``_done_text`` asks them of
+#: every sentence of every phase's last reply); a maybe still goes through both, so no answer changes.
+_MAY_ACT = Screen([_ACTION, _DONE])
 #: Action sentences kept from a phase's replies before its last one (``_done_text``).
 EARLIER_ACTIONS = 6
 # A sentence reporting a change, with or without a subject ("Removed the SQS interruptionQueue",
@@ -405,7 +410,7 @@ def _phase_outcome(msgs: list[Message]) -> PhaseOutcome:
     ran, unfixed = _tool_signal(tail)
     if not replies:
         return ("failed" if unfixed else "partial") if ran else "abandoned"
-    if _FAILED.search(final) or (unfixed and not _claims_done(final)):
+    if (_MAY_HAVE_FAILED.may_match(final) and _FAILED.search(final)) or (unfixed and not _claims_done(final)):
         return "failed"
     if _claims_done(final):
         return "partial" if unfixed else "done"
@@ -446,7 +451,7 @@ def _done_text(msgs: list[Message], cwd: str | None, lang: str) -> str:
         # A bare lead-in ("Here's the deal on randomness:") introduces the report and reports nothing itself.
         said = [s for heading, s in sentences
                 if not heading and len(s) >= 12 and not _PRESENTS.match(s)
-                and (_ACTION.search(s) or _DONE.search(s))][:2]
+                and _MAY_ACT.may_match(s) and (_ACTION.search(s) or _DONE.search(s))][:2]
         said = (said or [s for heading, s in sentences if not heading and s and not _PRESENTS.match(s)][:1]
                 or [s for _, s in sentences if s][:1])
         # What the agent said it changed ("I removed the interruptionQueue setting", "改用 AuthService.userLogin()"):
