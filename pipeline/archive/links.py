@@ -32,8 +32,9 @@ import os
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
@@ -116,9 +117,9 @@ def _h2(lines: list[str]) -> list[tuple[int, str]]:
     return found
 
 
-def _find(lines: list[str], key: str) -> tuple[int, int] | None:
-    """(heading line, end line) of section ``key``, ending at the next ``##`` heading."""
-    heads = _h2(lines)
+def _find(lines: list[str], key: str, heads: list[tuple[int, str]] | None = None) -> tuple[int, int] | None:
+    """(heading line, end line) of section ``key``, ending at the next ``##`` heading (``heads``: ``_h2(lines)``)."""
+    heads = _h2(lines) if heads is None else heads
     labels = section_labels(key)
     start = next((i for i, label in heads if label in labels), None)
     if start is None:
@@ -130,7 +131,8 @@ def set_section(body: str, key: str, items: Sequence[str], language: str | None,
     """``body`` with section ``key`` holding ``items`` (a bullet each), created before the first of the
     ``before`` sections (else at the end), removed when ``items`` is empty. Other lines are untouched."""
     lines = body.split("\n")
-    span = _find(lines, key)
+    heads = _h2(lines)
+    span = _find(lines, key, heads)
     block = [f"## {headings_for(language)[key]}", "", *(f"- {item}" for item in items), ""] if items else []
     if span is not None:
         start, end = span
@@ -141,7 +143,7 @@ def set_section(body: str, key: str, items: Sequence[str], language: str | None,
         return body
     at = None
     for other in before:
-        if (found := _find(lines, other)) is not None:
+        if (found := _find(lines, other, heads)) is not None:
             at = found[0] if at is None else min(at, found[0])
     if at is None:
         tail = "" if body.endswith("\n") else "\n"
@@ -200,13 +202,14 @@ def _edit_note(path: Path, batch: DurableBatch, *, body_edit: Any = None, relate
 # --------------------------------------------------------------------------- lineage
 
 
-def _labels() -> dict[str, str]:
+@cache  # asked for each note's Lineage; the labels come from the package's own headings file
+def _labels() -> Mapping[str, str]:
     """Casefolded lineage label (any language) → key."""
     found: dict[str, str] = {}
     for key in _LINEAGE_KEYS:
         for label in section_labels(key):
             found.setdefault(label, key)
-    return found
+    return MappingProxyType(found)
 
 
 def _target_name(link: str) -> str | None:

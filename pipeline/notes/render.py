@@ -69,6 +69,7 @@ def headings_for(language: str | None) -> dict[str, Any]:
     return labels
 
 
+@lru_cache(maxsize=64)  # the link pass asks it for each section of each note it reads (33,000 times at 2,000)
 def section_labels(key: str) -> frozenset[str]:
     """The label of section ``key`` in every language, casefolded (``write`` finds Notes with it)."""
     return frozenset(str(t[key]).casefold() for t in _all_headings().values() if key in t)
