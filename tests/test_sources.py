@@ -760,3 +760,65 @@ def test_aider_diff_edit_blocks_stay_in_the_reply(tmp_path: Path) -> None:
     assert len(replies) == 1 and replies[0].endswith("The clock now ticks every 50 ms instead of 100.")
     assert ">>>>>>> REPLACE" in replies[0] and not any(m.role == "system" for m in s.messages)
     assert [c.name for c in calls(s)] == ["aider_apply_edit", "aider_commit"]
+
+
+def _legacy_rollout(tmp_path: Path) -> Path:
+    """A Codex rollout as the CLI wrote them until about September 2025: no ``payload`` wrapper, a metadata line
+    without a type, ``record_type`` markers, and no time on the items (written here, not copied from anyone)."""
+    env = "<environment_context>\n  <cwd>/workspaces/planner</cwd>\n  <approval_policy>never</approval_policy>\n</environment_context>"
+    patch = "*** Begin Patch\n*** Add File: web/index.html\n+<h1>Planner</h1>\n*** End Patch"
+    lines = [
+        {"id": "5f1c0e2a-0000-4000-8000-00000000c0de", "timestamp": "2025-08-20T09:00:00.000Z", "instructions": None,
+         "git": {"branch": "main"}},
+        {"record_type": "state"},
+        {"type": "message", "id": None, "role": "user", "content": [{"type": "input_text", "text": env}]},
+        {"record_type": "state"},
+        {"type": "message", "id": None, "role": "user",
+         "content": [{"type": "input_text", "text": "もしもし"}]},
+        {"type": "message", "id": "m1", "role": "assistant", "content": [{"type": "output_text", "text": "はい、何をしましょうか？"}]},
+        {"record_type": "state"},
+        {"type": "message", "id": None, "role": "user",
+         "content": [{"type": "input_text", "text": "予定表のページを web/index.html に作ってください。"}]},
+        {"type": "reasoning", "id": "r1", "summary": [{"type": "summary_text", "text": "Plan the page"}], "content": None,
+         "encrypted_content": "gAAAA"},
+        {"type": "function_call", "id": "fc1", "name": "shell", "call_id": "c1",
+         "arguments": json.dumps({"command": ["apply_patch", patch]})},
+        {"type": "function_call_output", "call_id": "c1",
+         "output": json.dumps({"output": "Success. Updated the following files:\nA web/index.html\n",
+                               "metadata": {"exit_code": 0}})},
+        {"type": "message", "id": "m2", "role": "assistant",
+         "content": [{"type": "output_text", "text": "web/index.html を作成しました。"}]},
+    ]
+    f = tmp_path / "rollout-2025-08-20T09-00-00-5f1c0e2a-0000-4000-8000-00000000c0de.jsonl"
+    f.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines), encoding="utf-8")
+    return f
+
+
+def test_a_legacy_codex_rollout_is_read(tmp_path: Path) -> None:
+    """Codex rollouts from before the CLI wrapped each line in ``{"type", "payload"}`` were "no session files found":
+    a user's sessions of summer 2025 gave no note at all. They are detected, read as the same response items, and
+    their working directory comes from the injected environment context."""
+    f = _legacy_rollout(tmp_path)
+    assert detect_format(f) == "codex"
+    s = one(f)
+    assert s.id == "5f1c0e2a-0000-4000-8000-00000000c0de" and s.source == "codex" and s.cwd == "/workspaces/planner"
+    assert s.git_branch == "main" and s.started_at is not None
+    assert [m.role for m in s.messages] == ["system", "user", "assistant", "user", "assistant", "tool", "assistant"]
+    assert s.messages[4].tool_calls[0].name == "shell" and s.messages[4].reasoning == "Plan the page"
+    assert not s.problems
+
+
+def test_a_legacy_codex_rollout_gets_a_note_whose_goal_is_the_task_not_the_greeting(tmp_path: Path) -> None:
+    import frontmatter
+
+    from tests.shell import run_distill, session_notes
+
+    f = _legacy_rollout(tmp_path)
+    out = tmp_path / "notes"
+    done = run_distill(str(f.parent), "--summarizer", "extractive", "--out", str(out), home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    [note] = session_notes(out)
+    post = frontmatter.load(note)
+    assert post["output_files"] == ["web/index.html"] and post["language"] == "ja"
+    goal = post.content.split("\n## ", 2)[1]
+    assert "予定表のページ" in goal and "もしもし" not in goal  # a phone "hello" sets no task

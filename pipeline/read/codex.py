@@ -5,11 +5,18 @@ content for the UI and would double every message. Calls after an assistant mess
 that row's ``tool_calls``; each ``*_output`` becomes a ``tool`` row. A ``compacted`` line (the
 CLI's own context compaction) is the generation's carrier. A rollout copied mid-turn ends with
 calls that never got an output; they are kept (the call still shows intent) and reported.
+
+Rollouts written before the CLI wrapped its lines (summer 2025) have no ``payload``: a first line
+``{"id", "timestamp", "instructions", "git"}`` (the session's metadata), then each response item as
+a line of its own (``{"type": "message", "role": …}``, ``{"type": "function_call", …}``), with
+``{"record_type": "state"}`` markers between turns and no time per line. They are read as the
+same items; the working directory comes from the ``<environment_context>`` Codex injected.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,6 +49,9 @@ _IDE_CONTEXT = "# Context from my IDE setup:"
 _IDE_REQUEST = "## My request for Codex:"
 _CALL_TYPES = {"function_call", "custom_tool_call", "local_shell_call", "web_search_call", "tool_search_call"}
 _OUTPUT_TYPES = {"function_call_output", "custom_tool_call_output", "local_shell_call_output", "tool_search_output"}
+#: What a line of a legacy rollout (no ``payload``, see the module docstring) can be: a response item itself.
+LEGACY_ITEMS = frozenset({"message", "reasoning", *_CALL_TYPES, *_OUTPUT_TYPES})
+_ENV_CWD = re.compile(r"<environment_context>.*?<cwd>([^<\n]+)</cwd>", re.S)
 
 
 def _output_text(output: Any) -> str:
@@ -72,6 +82,13 @@ def read(path: Path) -> Iterator[Session]:
         kind = obj.get("type")
         payload = obj.get("payload") if isinstance(obj.get("payload"), dict) else {}
         ts = parse_ts(obj.get("timestamp"))
+        if "payload" not in obj:
+            if kind in LEGACY_ITEMS:
+                kind, payload = "response_item", obj
+            elif kind is None and not meta and "id" in obj and "instructions" in obj:
+                kind, payload = "session_meta", obj
+            elif kind is None and obj.get("record_type") == "state":
+                continue
         if kind == "session_meta":
             meta.update({k: v for k, v in payload.items() if k not in ("instructions", "base_instructions")})
         elif kind == "turn_context":
@@ -86,6 +103,11 @@ def read(path: Path) -> Iterator[Session]:
                 tokens = payload["info"].get("total_token_usage") or tokens
         elif kind in ("response_item", "compacted"):
             items.append((str(kind), payload, ts))
+            if "cwd" not in meta and payload.get("type") == "message" and payload.get("role") == "user":
+                # A legacy rollout records its working directory only in the context Codex injected.
+                found = _ENV_CWD.search(flatten_content(payload.get("content"))[0])
+                if found:
+                    meta["cwd"] = found.group(1).strip()
         elif kind not in _KNOWN_TOP:
             unknown[f"line:{kind}"] += 1
 

@@ -55,6 +55,8 @@ def _detect_json_lines(objs: list[dict]) -> str | None:
             return "sharegpt"
         if obj.get("type") in _CODEX_TYPES and isinstance(obj.get("payload"), dict):
             return "codex"
+        if obj.get("record_type") == "state" or ("type" not in obj and {"id", "timestamp", "instructions"} <= obj.keys()):
+            return "codex"  # a rollout from before Codex wrapped its lines (``pipeline.read.codex``)
         if obj.get("type") in _CLAUDE_TYPES and ("sessionId" in obj or "leafUuid" in obj or "messageId" in obj
                                                  or "parentUuid" in obj):
             return "claude-code"

@@ -215,7 +215,7 @@ _HARNESS_TAG = re.compile(r"<(ide_opened_file|ide_selection|ide_diagnostics|syst
 #: The goal is the first ask that is none of these, and a greeting before a request is no part of it.
 _SMALL_TALK = re.compile(
     r"^(?:hi|hey|hello|hola|olá|ola|oi|bonjour|hallo|привет|merhaba|selam|你好|您好|嗨|哈喽|哈咯|哈啰|哈罗|在吗|在不在"
-    r"|안녕(?:하세요)?|こんにちは|xin chào|chào)(?:\s+\w+)?[\s!！,，.。~]*$"
+    r"|안녕(?:하세요)?|こんにちは|こんばんは|おはよう(?:ございます)?|もしもし|xin chào|chào)(?:\s+\w+)?[\s!！,，.。~]*$"
     r"|^(?:你是(?:什么|哪个)模型|你是谁|what model are you|who are you)[\s?？!！]*$", re.I)
 _COMMAND_ASK = re.compile(r"^(?:setx|export|set|cd|ls|dir|npm|npx|pnpm|yarn|pip3?|python3?|node|git|docker|curl|wget|sudo"
                           r"|apt(?:-get)?|brew|make|cargo|mvn|gradle)(?:\s+\S+){1,2}$")
