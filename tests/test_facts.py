@@ -342,6 +342,19 @@ def test_errors_from_tracebacks_exit_codes_and_chinese() -> None:
     assert got.commands == ("python app.py", "make deploy", "./tool.sh", "grep -rn 'Error:' src", "npm test")
 
 
+def test_a_failed_result_with_no_error_line_shows_a_line_that_says_something() -> None:
+    """A failed tool call whose output has no line that reads as an error is shown by its last line, which was "```"
+    (the closing fence of a SpecStory export's tool output) in a real note's Errors section. The last line that says
+    something is shown, one naming the error first, without its markup tags."""
+    out = ("Questions asked\n\n```text\n<tool_use_error>InputValidationError: [\n  {\n    \"maximum\": 4\n  }\n]"
+           "</tool_use_error>\n```")
+    got = derive_facts(session(call("1", "AskUserQuestion", {}), result("1", {"output": out, "exit_code": 1})))
+    assert got.errors == ("InputValidationError: [",)
+    got = derive_facts(session(call("1", "terminal", {"command": "make"}),
+                               result("1", {"output": "built 3 of 4\nstopped\n```\n", "exit_code": 2})))
+    assert got.errors == ("stopped",)
+
+
 def test_a_search_that_found_nothing_is_no_error() -> None:
     """``rg``/``grep``/``git grep``/``diff`` exit 1 when nothing matches: an answer, not a failure (on a new Codex session
     two searches with no match were the note's only "errors", as the word "Output:"). Exit 2 is still an error."""
@@ -1463,3 +1476,21 @@ def test_a_variable_set_to_a_written_out_path_names_the_file_it_is_used_for() ->
     assert shell_file_ops("OUT=build/report.txt; make > ${OUT}") == [("build/report.txt", "created", None)]
     assert shell_file_ops("OUT=$(mktemp); make > $OUT") == []
     assert shell_file_ops("LOG=a.log make > $LOG") == []  # set for one command's environment only
+
+
+def test_files_a_formatter_rewrote_are_outputs() -> None:
+    """``uv run ruff format`` rewrote six test files ("6 files reformatted") that no edit tool named: the CI log the
+    session ran before listed them ("Would reformat: test/a.py"). As many files as the check listed: those; black names
+    each file it rewrote. A check (``--check``), a failed run, or a count that disagrees names nothing."""
+    log = ("[CI/test-1]   | Would reformat: test/test_a.py\n[CI/test-1]   | Would reformat: test/test_b.py\n"
+           "[CI/test-1]   | 2 files would be reformatted, 10 files already formatted\nError: Job 'test' failed")
+    ci = [call("c1", "Bash", {"command": "act -j test"}), result("c1", log)]
+    fmt = [call("c2", "Bash", {"command": "uv run ruff format"}), result("c2", "2 files reformatted, 10 files left unchanged")]
+    assert touches(*ci, *fmt) == [("test/test_a.py", "modified"), ("test/test_b.py", "modified")]
+    assert touches(*ci, call("c2", "Bash", {"command": "uv run ruff format --check"}),
+                   result("c2", "2 files reformatted")) == []
+    assert touches(*ci, call("c2", "Bash", {"command": "uv run ruff format"}), result("c2", "3 files reformatted")) == []
+    assert touches(*fmt) == []  # nothing says which files
+    black = [call("c3", "Bash", {"command": "black src"}),
+             result("c3", "reformatted src/app.py\nAll done! ✨ 🍰 ✨\n1 file reformatted, 4 files left unchanged.")]
+    assert touches(*black) == [("src/app.py", "modified")]

@@ -307,8 +307,17 @@ def result_errors(message: Message, tool_name: str | None = None, command: str |
         return lines
     if result is not None and isinstance(result.get("error"), str) and result["error"].strip():
         return [_clip(result["error"], MAX_ERROR)]
-    tail = [ln for ln in text.splitlines() if ln.strip()]
-    return [_clip(tail[-1], MAX_ERROR)] if tail else [f"exit code {_exit_code(result, message.content)}"]
+    # No line reads as an error: the last line that says something, one naming the error first. A fence's closing
+    # marks, a closing bracket or tag ("```", "]</tool_use_error>") say nothing and were shown as the session's error.
+    tail = [said for ln in text.splitlines() if (said := _MARKUP_TAG.sub("", ln).strip()) and _SAYS.search(said)
+            and not said.startswith(("```", "~~~"))]
+    named = [ln for ln in tail if _ERROR_WORD.search(ln)]
+    return [_clip((named or tail)[-1], MAX_ERROR)] if tail else [f"exit code {_exit_code(result, message.content)}"]
+
+
+_MARKUP_TAG = re.compile(r"</?[A-Za-z][\w-]*>")
+_SAYS = re.compile(r"[^\W_]")
+_ERROR_WORD = re.compile(r"error|exception|fail", re.I)
 
 
 # --------------------------------------------------------------------------- per-call extraction
@@ -603,7 +612,10 @@ def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source:
     clean = False  # the work tree was shown clean before the session changed anything
     skill_dirs: dict[str, str] = {}
     scripts = _Scripts()
+    unformatted: list[str] = []  # what the last formatter check said it would reformat
     for at, m in enumerate(messages):
+        if m.role in ("tool", "user") and "ould reformat" in m.content:
+            unformatted = list(dict.fromkeys(_WOULD_REFORMAT.findall(m.content))) or unformatted
         if m.role == "assistant" and scripts.pending:
             for op in scripts.named_in(m.content):
                 out.add(*op)
@@ -645,6 +657,8 @@ def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source:
                     out.add(shown, "modified", call.name)
                 for op in scripts.follow(call, result):
                     out.add(*op)
+                for path in _reformatted(call, result, unformatted):
+                    out.add(path, "modified", call.name)
                 if edits is not None and at <= committed:
                     for path, base in _staged(call, result, out, said):
                         out.add(path, "modified", "git_add", base)
@@ -652,6 +666,31 @@ def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source:
         return _at_home(out.result())
     # The locator already holds every path the session shows: the same set names the bare ones.
     return _at_home(_resolve_bare_names(out.result(), edits.locator.shown))
+
+
+#: A formatter's check naming a file it would rewrite (ruff: "Would reformat: test/a.py"; black: "would reformat
+#: /p/a.py"), in its own output or in a CI log the session ran (``act``) or the user pasted.
+_WOULD_REFORMAT = re.compile(r"\b[Ww]ould reformat:?[ \t]+(\S+)")
+#: A formatter run that rewrites (not ``--check``/``--diff``), and what it says it rewrote: "6 files reformatted" (ruff,
+#: black), "reformatted /p/a.py" (black, a line per file).
+_FORMAT_RUN = re.compile(r"\b(?:ruff\s+format|black)\b(?![^\n;&|]*--(?:check|diff)\b)")
+_REFORMATTED_COUNT = re.compile(r"\b(\d+) files? reformatted\b")
+_REFORMATTED_FILE = re.compile(r"^reformatted[ \t]+(\S[^\n]*?)\s*$", re.M)
+
+
+def _reformatted(call: ToolCall, result: Message | None, unformatted: Sequence[str]) -> list[str]:
+    """The files a formatter run rewrote (``uv run ruff format``: "6 files reformatted"): the ones it names, else the
+    ones the last check said it would reformat, when there are as many as it says it rewrote. A change the session made
+    as surely as an edit, though no edit tool names the files."""
+    if result is None or call.name.lower() not in COMMAND_TOOLS or result_failed(result):
+        return []
+    command = call_command(call.arguments, result)
+    if not command or not _FORMAT_RUN.search(command) or not (said := _REFORMATTED_COUNT.search(result.content)):
+        return []
+    named = _REFORMATTED_FILE.findall(result.content)
+    if named:
+        return named
+    return list(unformatted) if len(unformatted) == int(said.group(1)) else []
 
 
 #: A line ``git commit`` prints for a file the commit deleted.
