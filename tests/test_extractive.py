@@ -1871,3 +1871,51 @@ def test_a_change_and_the_reason_labelled_under_it_are_one_decision() -> None:
     assert [d.choice for d in key_decisions([u("fix the install"), a(english)])] == [
         "Removed: the `--legacy-peer-deps` flag Reason: npm 10 resolves the tree without it."]
     assert key_decisions([u("why?"), a("**Motivo:** O diretório já existirá.")]) == []
+
+
+def _asked(name: str, args: dict[str, Any], answer: str, cid: str = "q1") -> list[Message]:
+    return [a("Two things to settle first:", calls=(ToolCall(id=cid, name=name, arguments=args),)),
+            Message(role="tool", tool_call_id=cid, content=answer)]
+
+
+_QUESTIONS = {"questions": [
+    {"question": "Which backend should the API use?", "header": "Backend", "id": "backend", "multiSelect": False,
+     "options": [{"label": "FastAPI", "description": "Async, and the AI libraries are Python"},
+                 {"label": "Express", "description": "One language front and back"},
+                 {"label": "Gin", "description": "Fast under load"}]},
+    {"question": "Which features do you need?", "header": "Features", "id": "features", "multiSelect": True,
+     "options": [{"label": "SSE streaming", "description": "Token by token"},
+                 {"label": "History", "description": "Past chats"},
+                 {"label": "Login", "description": "Accounts"}]},
+]}
+
+
+def test_the_options_the_user_picked_when_asked_are_decisions() -> None:
+    """An agent that asks with options (Claude Code's AskUserQuestion, Codex's request_user_input; SpecStory renders the
+    call as text) gets the session's firmest decisions as answers: the option picked, the others turned down, the picked
+    option's own description its reason. They were missing from every note that had them; a question left unanswered
+    decides nothing."""
+    from pipeline.summarize.decisions import key_decisions
+
+    claude = 'User has answered your questions: "Which backend should the API use?"="FastAPI", "Which features do ' \
+             'you need?"="SSE streaming, History". You can now continue with the user\'s answers in mind.'
+    codex = json.dumps({"answers": {"backend": {"answers": ["FastAPI"]}, "features": {"answers": ["SSE streaming", "History"]}}})
+    rendered = ("**Which backend should the API use?**\n\nOptions:\n- **FastAPI** - Async, and the AI libraries are Python\n"
+                "- **Express** - One language front and back\n- **Gin** - Fast under load\n\n**Which features do you need?** "
+                "_(select multiple)_\n\nOptions:\n- **SSE streaming** - Token by token\n- **History** - Past chats\n"
+                "- **Login** - Accounts\n\n\n**Answer:** FastAPI, SSE streaming, History")
+    for name, args, answer in (("AskUserQuestion", _QUESTIONS, claude), ("request_user_input", _QUESTIONS, codex),
+                               ("AskUserQuestion", {}, rendered)):
+        got = key_decisions([u("Plan a chat app with me"), *_asked(name, args, answer), a("Good, planning it now.")])
+        assert got == [
+            Decision(choice="Which backend should the API use? → FastAPI", rationale="Async, and the AI libraries are Python",
+                     rejected=("Express", "Gin")),
+            Decision(choice="Which features do you need? → SSE streaming, History", rejected=("Login",)),
+        ], name
+    refused = "<tool_use_error>InputValidationError: too many options</tool_use_error>"
+    assert key_decisions([u("Plan it"), *_asked("AskUserQuestion", _QUESTIONS, refused)]) == []
+    assert key_decisions([u("Plan it"), *_asked("AskUserQuestion", {}, rendered.split("\n\n\n**Answer")[0])]) == []
+    # an answer typed instead of an option is the choice as typed, nothing turned down
+    typed = 'User has answered your questions: "Which backend should the API use?"="Whatever is simplest to host".'
+    [only] = key_decisions([u("Plan it"), *_asked("AskUserQuestion", _QUESTIONS, typed)])
+    assert only.choice == "Which backend should the API use? → Whatever is simplest to host" and only.rejected == ()

@@ -9,6 +9,7 @@ the session (``strongest``).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 
@@ -469,6 +470,96 @@ def _restated(decisions: list[Decision]) -> list[Decision]:
 
 def key_decisions(messages: Sequence[Message]) -> list[Decision]:
     """What the extractive note lists under key decisions: the firm candidates, recommendations included,
-    without Markdown marks, each said once, at most ``MAX_DECISIONS`` of them from all along the session."""
-    return _strongest(_restated([_plain(d) for d in decision_candidates(messages, recommendations=True)
-                                 if _firm(d.choice)]))
+    without Markdown marks, each said once, at most ``MAX_DECISIONS`` of them from all along the session; and the
+    options the user picked when the agent asked (``answered_questions``), in their place in the session."""
+    answered = answered_questions(messages)
+    found = [_plain(d) for d in decision_candidates(messages, recommendations=True) if _firm(d.choice)]
+    if answered:
+        # A candidate's evidence is its message row where the source keeps one; else the answers go first, as the
+        # questions an agent asks come before the work they decide.
+        at = {m.row_id: i for i, m in enumerate(messages) if m.row_id is not None}
+        place = [(at.get(_row(d), -1), 1, d) for d in found] + [(i, 0, d) for i, d in answered]
+        found = [d for _i, _tie, d in sorted(place, key=lambda x: (x[0], x[1]))]
+    return _strongest(_restated(found))
+
+
+def _row(d: Decision) -> int | None:
+    return int(d.evidence[4:]) if d.evidence and d.evidence.startswith("msg ") and d.evidence[4:].isdigit() else None
+
+
+# --------------------------------------------------------------------------- questions the user answered
+
+#: The tools an agent asks the user to pick from options with: Claude Code's ``AskUserQuestion``, Codex's
+#: ``request_user_input``. Arguments: ``{"questions": [{"question", "header", "id", "options": [{"label",
+#: "description"}], "multiSelect"}]}``.
+_ASK_TOOLS = frozenset({"askuserquestion", "request_user_input"})
+#: Claude Code's result: 'User has answered your questions: "Which backend?"="FastAPI", "Features?"="SSE, History".'
+_CC_ANSWER = re.compile(r'"((?:[^"\\\n]|\\.)+)"="((?:[^"\\\n]|\\.)*)"')
+#: SpecStory renders the call without arguments: each question bold, its options as "- **label** - description", and
+#: the picks after "**Answer:**".
+_SS_QUESTION = re.compile(r"^\*\*(?P<q>[^*\n]+)\*\*(?: _\(select multiple\)_)?[ \t]*\n\s*Options:[ \t]*\n"
+                          r"(?P<opts>(?:[ \t]*- \*\*[^*\n]+\*\*[^\n]*\n?)+)", re.M)
+_SS_OPTION = re.compile(r"^[ \t]*- \*\*(?P<label>[^*\n]+)\*\*(?:[ \t]+[-–—][ \t]+(?P<desc>[^\n]*))?", re.M)
+_SS_ANSWER = re.compile(r"^\*\*Answer:\*\*[ \t]*(?P<a>[^\n]+)", re.M)
+
+
+def answered_questions(messages: Sequence[Message]) -> list[tuple[int, Decision]]:
+    """(message index, decision) for each question an agent asked with options and the user answered: the option
+    picked is a decision, the ones not picked were turned down, and the picked option's own description (the
+    agent's, quoted) is its reason. A question left unanswered (declined, failed) decides nothing."""
+    results = {m.tool_call_id: m for m in messages if m.role == "tool" and m.tool_call_id}
+    out: list[tuple[int, Decision]] = []
+    for i, m in enumerate(messages):
+        for call in m.tool_calls if m.role == "assistant" else ():
+            result = results.get(call.id or "")
+            if call.name.lower() not in _ASK_TOOLS or result is None or not result.content.strip():
+                continue
+            for question, options, picked in _questions(call.arguments, result.content):
+                chosen = [label for label, _desc in options if label in picked] if options else []
+                said = ", ".join(chosen) if chosen else picked.strip()
+                if not said:
+                    continue
+                why = next((desc for label, desc in options if chosen == [label] and desc), "")
+                out.append((i, Decision(
+                    choice=_clip(f"{_clip(question, 160)} → {said}", 240), rationale=_clip(why, 200),
+                    rejected=tuple(_clip(label, 80) for label, _d in options if label not in chosen) if chosen else (),
+                    evidence=f"msg {m.row_id}" if m.row_id is not None else None)))
+    return out
+
+
+def _questions(args: object, result: str) -> list[tuple[str, list[tuple[str, str]], str]]:
+    """(question, [(option label, description)], what the user picked, as text) for each question answered."""
+    asked = args.get("questions") if isinstance(args, dict) else None
+    if isinstance(asked, list) and asked:
+        picks = _picks(result)
+        found = []
+        for q in asked:
+            if not isinstance(q, dict) or not isinstance(q.get("question"), str):
+                continue
+            options = [(str(o.get("label")).strip(), str(o.get("description") or "").strip())
+                       for o in q.get("options") or () if isinstance(o, dict) and o.get("label")]
+            picked = picks.get(q["question"].strip()) or picks.get(str(q.get("id") or "")) or ""
+            if picked:
+                found.append((" ".join(q["question"].split()), options, picked))
+        return found
+    answer = _SS_ANSWER.search(result)
+    if answer is None:
+        return []
+    return [(" ".join(q.group("q").split()),
+             [(o.group("label").strip(), (o.group("desc") or "").strip()) for o in _SS_OPTION.finditer(q.group("opts"))],
+             answer.group("a")) for q in _SS_QUESTION.finditer(result[:answer.start()])]
+
+
+def _picks(result: str) -> dict[str, str]:
+    """Question (or Codex's question id) → the answer text, from the tool's result."""
+    text = result.strip()
+    if text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        answers = data.get("answers") if isinstance(data, dict) else None
+        if isinstance(answers, dict):
+            return {str(k): ", ".join(str(a) for a in v.get("answers") or ()) for k, v in answers.items()
+                    if isinstance(v, dict)}
+    return {" ".join(q.replace('\\"', '"').split()): a.replace('\\"', '"') for q, a in _CC_ANSWER.findall(text)}
