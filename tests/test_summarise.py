@@ -370,3 +370,20 @@ def test_oversized_is_judged_against_the_runs_chunk_size():
     chunk = Chunk(session_id="s", generation=1, token_estimate=5000, messages=(Message(role="user", content="hi"),))
     assert transcript_budget(chunk) is None  # within the default 6,000
     assert transcript_budget(chunk, chunk_tokens=3000) == BUDGET_FLOOR
+
+
+def test_the_options_the_user_picked_reach_the_llm_note_too(settings):
+    """The answers to an agent's AskUserQuestion are read from the session and lead the LLM note's decisions (a small
+    model drops them as often as not); the model's own decisions follow."""
+    session, chunks, facts = F.ledger(1)
+    asked = (
+        Message(role="assistant", content="", tool_calls=(ToolCall(id="q1", name="AskUserQuestion", arguments={
+            "questions": [{"question": "Which CSV writer?", "multiSelect": False, "options": [
+                {"label": "stdlib csv", "description": "No new dependency"}, {"label": "pandas", "description": "Heavy"}]}]}),)),
+        Message(role="tool", tool_call_id="q1", content='User has answered your questions: "Which CSV writer?"="stdlib csv".'),
+    )
+    session = session.model_copy(update={"messages": (session.messages[0], *asked, *session.messages[1:])})
+    chunks = [chunks[0].model_copy(update={"messages": session.messages})]
+    s = summarise.summarise_llm(session, chunks, facts, settings, Scripted(), None, RunReport())
+    assert [(d.choice, d.rationale, d.rejected) for d in s.decisions] == [
+        ("Which CSV writer? → stdlib csv", "No new dependency", ("pandas",)), ("stdlib csv", "no deps", ())]

@@ -61,6 +61,7 @@ from pipeline.models import (
 )
 from pipeline.redact import redact_chunk, redact_session
 from pipeline.summarize.cache import SummaryCache, cache_key, canonical_json, schema_hash
+from pipeline.summarize.decisions import answered_questions
 from pipeline.summarize.prompts import load_prompt
 from pipeline.summarize.schema import (
     SCHEMA_VERSION,
@@ -479,13 +480,16 @@ def _assemble(
 
     seen: set[str] = set()
     unique = [d for d in decisions if not (d.choice.lower() in seen or seen.add(d.choice.lower()))]  # type: ignore[func-returns-value]
-    kept = [d if founded(d.rationale) else d.model_copy(update={"rationale": ""})
+    kept = [_decision(d if founded(d.rationale) else d.model_copy(update={"rationale": ""}))
             for d in unique if founded(d.choice)]
+    # The options the user picked when the agent asked are read from the session, not left to the model: each is
+    # quoted (question, option, the agent's own description of it), and a small model drops them as often as not.
+    answered = [d for _i, d in answered_questions(session.messages) if d.choice.lower() not in seen]
     summary = SessionSummary(
         title=session.title or overview.title,
         goal=overview.goal,
         phases=tuple(p.model_copy(update={"done": account(p.done)}) for p in phases),
-        decisions=tuple(_decision(d) for d in kept[:12]),
+        decisions=(*answered, *kept)[:12],
         output_files=tuple(facts.output_files),
         open_items=tuple(dict.fromkeys(o for o in open_items if founded(o))),
         errors=tuple(errors),
