@@ -1314,6 +1314,13 @@ def test_a_run_that_says_where_it_saved_a_file_names_an_output() -> None:
             call("4", "terminal", {"command": "python3 init_skill.py x"}),
             result("4", {"output": "✅ Created SKILL.md\n✅ Created scripts/example.py", "exit_code": 0}))
     assert touches(*msgs) == [("/u/out/report.docx", "created"), ("data/out.csv", "created"), ("/u/桌面/要求文档.docx", "created")]
+    # a file named like the verb in a listing saves nothing ("SavedMessages.tsx" was "Saved: Messages.tsx"); a run
+    # after "cd api" says where it saved from api/
+    listing = (call("5", "Bash", {"command": "ls components"}), result("5", {"output": "SavedMessages.tsx\nWrittenBy.tsx", "exit_code": 0}))
+    assert touches(*listing) == []
+    moved = (call("6", "Bash", {"command": "mkdir -p api && cd api && npm init -y"}),
+             result("6", {"output": "Wrote to package.json", "exit_code": 0}))
+    assert touches(*moved) == [("api/package.json", "created")]
 
 
 def test_a_scripts_progress_line_confirmed_done_names_the_file() -> None:
@@ -1494,3 +1501,31 @@ def test_files_a_formatter_rewrote_are_outputs() -> None:
     black = [call("c3", "Bash", {"command": "black src"}),
              result("c3", "reformatted src/app.py\nAll done! ✨ 🍰 ✨\n1 file reformatted, 4 files left unchanged.")]
     assert touches(*black) == [("src/app.py", "modified")]
+
+
+@pytest.mark.parametrize(("command", "expected"), [
+    ("npm install axios", [("package.json", CWD)]),
+    ("cd web && npm i -D vitest @testing-library/react", [("package.json", f"{CWD}/web")]),
+    ("pnpm add zod", [("package.json", CWD)]), ("yarn add react", [("package.json", CWD)]),
+    ("bun add commander", [("package.json", CWD)]), ("npm uninstall left-pad", [("package.json", CWD)]),
+    ("uv add httpx", [("pyproject.toml", CWD)]), ("poetry add fastapi", [("pyproject.toml", CWD)]),
+    ("cargo add serde", [("Cargo.toml", CWD)]), ("go get github.com/x/y", [("go.mod", CWD)]),
+    ("npm install", []), ("npm ci", []), ("npm install -g pnpm", []), ("npm install --prefix api lodash", []),
+    ("yarn global add serve", []), ("pip install requests", []), ("npx create-vite app", []),
+    ("npm install --registry https://registry.example", []),
+])
+def test_a_dependency_added_or_removed_changes_the_manifest(command: str, expected: list[tuple[str, str]]) -> None:
+    """``npm install axios`` rewrites package.json (``uv add`` pyproject.toml, ``cargo add`` Cargo.toml): a change the
+    session made that no edit tool names, which labellers list and notes left out. ``npm install`` alone, a global
+    install or one aimed at another folder changes no manifest of the project."""
+    from pipeline.facts.shell import manifest_changes
+
+    assert manifest_changes(command, CWD) == expected
+
+
+def test_a_failed_install_changes_no_manifest() -> None:
+    ok = [call("c1", "Bash", {"command": "npm install axios"}), result("c1", "added 9 packages in 2s")]
+    assert touches(*ok) == [("package.json", "modified")]
+    failed = [call("c1", "terminal", {"command": "npm install axois"}),
+              result("c1", {"output": "npm ERR! 404 Not Found - GET https://registry.npmjs.org/axois", "exit_code": 1})]
+    assert touches(*failed) == []

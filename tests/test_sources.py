@@ -822,3 +822,33 @@ def test_a_legacy_codex_rollout_gets_a_note_whose_goal_is_the_task_not_the_greet
     assert post["output_files"] == ["web/index.html"] and post["language"] == "ja"
     goal = post.content.split("\n## ", 2)[1]
     assert "予定表のページ" in goal and "もしもし" not in goal  # a phone "hello" sets no task
+
+
+def test_claude_code_commands_run_where_the_shell_was(tmp_path: Path) -> None:
+    """Claude Code's shell keeps its directory between calls: "cd contracts && npm init -y", then "npm install dotenv"
+    runs in contracts/. Each line records its cwd; a command run elsewhere than the session's folder carries it, so
+    its files are found where they are (the note listed ./package.json for contracts/package.json)."""
+    from pipeline.facts.derive import derive_facts
+
+    def line(kind: str, cwd: str, message: dict[str, object], n: int) -> dict[str, object]:
+        return {"type": kind, "sessionId": "cc-cwd", "cwd": cwd, "uuid": f"u{n}", "timestamp": f"2026-01-01T00:00:0{n}Z",
+                "message": message}
+
+    root = "/home/ana/poly"
+    bash = [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "mkdir -p contracts && cd contracts && npm init -y"}}]
+    bash2 = [{"type": "tool_use", "id": "t2", "name": "Bash", "input": {"command": "npm install dotenv"}}]
+    lines = [
+        line("user", root, {"role": "user", "content": "set up the contracts package"}, 1),
+        line("assistant", root, {"role": "assistant", "id": "m1", "content": bash}, 2),
+        line("user", f"{root}/contracts", {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "Wrote to package.json"}]}, 3),
+        line("assistant", f"{root}/contracts", {"role": "assistant", "id": "m2", "content": bash2}, 4),
+        line("user", f"{root}/contracts", {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "added 1 package"}]}, 5),
+    ]
+    f = tmp_path / "cc-cwd.jsonl"
+    f.write_text("\n".join(json.dumps(x) for x in lines))
+    s = one(f)
+    assert s.cwd == root
+    calls = [c for m in s.messages for c in m.tool_calls]
+    assert "workdir" not in calls[0].arguments and calls[1].arguments["workdir"] == f"{root}/contracts"
+    # npm init said "Wrote to package.json" from contracts/, and the install changed it again
+    assert [(t.path, t.action) for t in derive_facts(s).files] == [("contracts/package.json", "created")]

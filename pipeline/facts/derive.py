@@ -49,10 +49,12 @@ from pipeline.facts.modules import ModuleLocator
 from pipeline.facts.pycode import code_file_ops
 from pipeline.facts.shell import (
     command_text,
+    final_dir,
     forward_slashes,
     home_of,
     is_absolute,
     js_exec_commands,
+    manifest_changes,
     normalise_path,
     python_scripts,
     shell_file_ops,
@@ -443,13 +445,17 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
         for path, action, op_base in shell_file_ops(cmd or "", base):
             if not _refused(path, said):
                 out.add(path, action, name, op_base)
+        if not failed:
+            for path, op_base in manifest_changes(cmd or "", base):
+                out.add(path, "modified", name, op_base)
         for script in python_scripts(cmd or ""):
             if not failed:
                 for path, action, op_base in code_file_ops(script):
                     out.add(path, action, name, op_base or base)
         if not failed and not _REMOTE.match(cmd or ""):
+            ran_in = final_dir(cmd or "", base) if result_msg is not None and _SAVED_NEEDS.search(said) else base
             for path in saved_files(result_msg):
-                out.add(path, "created", name, base)
+                out.add(path, "created", name, ran_in)
         return
     if isinstance(args, str):
         return
@@ -487,7 +493,8 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
 _SAVED_EN = r"(?:[A-Za-z]+ ){0,3}?(?:saved|written|wrote|exported)(?: (?!to\b|at\b|as\b|in\b|into\b)\w+){0,3}?(?: (?:to|at|as|in|into))?"
 _SAVED_ZH = r"(?:文档|文件|报告|结果|输出)?已?(?:保存|导出|写入)(?:报告|文档|文件)?(?:到|至|为|在)?(?:文件)?"
 _SAVED = re.compile(
-    rf"^\W{{0,3}}(?:{_SAVED_EN}|{_SAVED_ZH})\s*[:：]?\s*[`'\"]?"
+    # (a blank or a colon after an English verb: "SavedMessages.tsx" in a file listing saves nothing)
+    rf"^\W{{0,3}}(?:{_SAVED_EN}(?:\s*[:：]\s*|\s+)|{_SAVED_ZH}\s*[:：]?\s*)[`'\"]?"
     r"((?:[~/.]|[A-Za-z]:[\\/]|[\w.-]+/)?[^\s`'\":：]*[^\s`'\"/:：]\.[A-Za-z0-9]{1,8})[`'\"]?"
     r"\s*(?:\([^)]*\))?\s*$", re.I | re.M)
 _SAVED_NEEDS = re.compile(r"sav|writ|wrote|export|保存|导出|写入", re.I)

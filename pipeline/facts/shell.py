@@ -384,6 +384,64 @@ def staged_files(command: str, workdir: str | None = None) -> list[tuple[str, st
 
 
 _RESOLVING = re.compile(r"--(?:theirs|ours)\b|\bgit\s+(?:merge|rebase|cherry-pick|am)\b")
+
+#: (package manager, subcommand) → the manifest it rewrites when it adds or removes a named dependency. The lock file
+#: changes too; the manifest is what a reader of the note looks for.
+_MANIFESTS: dict[tuple[str, str], str] = {
+    **{(tool, sub): "package.json" for tool in ("npm", "pnpm", "yarn", "bun")
+       for sub in ("install", "i", "add", "uninstall", "un", "remove", "rm")},
+    **{(tool, sub): "pyproject.toml" for tool in ("uv", "poetry", "pdm", "rye") for sub in ("add", "remove")},
+    ("cargo", "add"): "Cargo.toml", ("cargo", "remove"): "Cargo.toml", ("go", "get"): "go.mod",
+    ("composer", "require"): "composer.json", ("composer", "remove"): "composer.json",
+    ("bundle", "add"): "Gemfile", ("bundle", "remove"): "Gemfile",
+}
+#: Options that put the change somewhere else (a global install, another folder) or take the next word as a value.
+_ELSEWHERE = frozenset({"-g", "--global", "--prefix", "-C", "--dir", "--cwd", "--directory", "--manifest-path",
+                        "--project", "-w", "--workspace", "--filter", "--location=global"})
+_VALUED = frozenset({"--registry", "--cache", "--tag", "--save-prefix", "--index-url", "--index", "--group", "-G"})
+_MAY_ADD_DEPENDENCY = re.compile(r"\b(?:install|i|add|uninstall|un|remove|rm|get|require)\b")
+
+
+def final_dir(command: str, workdir: str | None = None) -> str | None:
+    """Where ``command`` ends up running: ``workdir`` moved by each ``cd`` in it ("mkdir -p api && cd api && npm init
+    -y" says "Wrote to package.json" from api/)."""
+    if "cd" not in command:
+        return workdir
+    base = workdir
+    for words, _redirects in _segments(_tokens(command)):
+        while words and (words[0] in _WRAPPERS or _ENV_ASSIGN.match(words[0])):
+            words = words[1:]
+        if len(words) >= 2 and words[0] == "cd":
+            target = words[1]
+            base = target if _absolute(target) or base is None else posixpath.join(base, target)
+    return base
+
+
+def manifest_changes(command: str, workdir: str | None = None) -> list[tuple[str, str | None]]:
+    """The manifests a package manager in ``command`` rewrites by adding or removing a named dependency (``npm install
+    axios``: package.json; ``uv add httpx``: pyproject.toml): (path as written, base dir). ``npm install`` alone
+    installs what the manifest already lists and changes none; a global install or one aimed at another folder
+    (``-g``, ``--prefix``) is left out. A ``cd`` earlier in the command moves the base, as in ``shell_file_ops``."""
+    if not _MAY_ADD_DEPENDENCY.search(command):
+        return []
+    found: list[tuple[str, str | None]] = []
+    base = workdir
+    for words, _redirects in _segments(_tokens(command)):
+        while words and (words[0] in _WRAPPERS or _ENV_ASSIGN.match(words[0])):
+            words = words[1:]
+        if len(words) >= 2 and words[0] == "cd":
+            target = words[1]
+            base = target if _absolute(target) or base is None else posixpath.join(base, target)
+            continue
+        if len(words) < 3 or (manifest := _MANIFESTS.get((posixpath.basename(words[0]), words[1]))) is None:
+            continue
+        args = words[2:]
+        if any(a in _ELSEWHERE or a.split("=", 1)[0] in _ELSEWHERE for a in args):
+            continue
+        named = [a for i, a in enumerate(args) if not a.startswith("-") and (i == 0 or args[i - 1] not in _VALUED)]
+        if named:
+            found.append((manifest, base))
+    return found
 _HOME_VAR = re.compile(r"(?<![\w$])(?:\$\{HOME\}|\$HOME|\$env:(?:HOME|USERPROFILE)|%USERPROFILE%)(?=[/\\]|[\s\"';)]|$)", re.I)
 
 

@@ -86,7 +86,7 @@ def read(path: Path) -> Iterator[Session]:
                 meta.setdefault(key, obj[key])
         ts = parse_ts(obj.get("timestamp"))
         if kind == "assistant":
-            _add_assistant(message, ts, drafts, by_msg_id, call_names, usage, meta)
+            _add_assistant(message, ts, drafts, by_msg_id, call_names, usage, meta, obj.get("cwd"))
         else:
             _add_user(obj, message, ts, drafts, call_names)
 
@@ -144,6 +144,7 @@ def _add_assistant(
     call_names: dict[str, str],
     usage: dict[str, dict[str, Any]],
     meta: dict[str, Any],
+    where: object = None,
 ) -> None:
     mid = message.get("id")
     model = message.get("model")
@@ -169,7 +170,14 @@ def _add_assistant(
         elif kind == "thinking" and block.get("thinking"):
             draft.reasoning = f"{draft.reasoning}\n\n{block['thinking']}" if draft.reasoning else str(block["thinking"])
         elif kind == "tool_use":
-            call = tool_call(block.get("id"), block.get("name"), block.get("input"))
+            args = block.get("input")
+            if (block.get("name") == "Bash" and isinstance(args, dict) and "workdir" not in args
+                    and isinstance(where, str) and where != meta.get("cwd")):
+                # Claude Code's shell keeps its directory from one call to the next ("cd contracts && npm init",
+                # then "npm install dotenv"): each line records where it ran, and the command's relative paths
+                # are relative to that, not to the folder the session started in.
+                args = {**args, "workdir": where}
+            call = tool_call(block.get("id"), block.get("name"), args)
             draft.tool_calls.append(call)
             if call.id:
                 call_names[call.id] = call.name
