@@ -473,6 +473,23 @@ RULES: tuple[Rule, ...] = (
         _judge_named,
         lower=True,
     ),
+    # Firmware and C code name the Wi-Fi or MQTT password in a macro or a string variable: `#define WIFI_PASS "…"`,
+    # `const char* mqtt_password = "…";`. A name ending in a secret word (pass, pwd, secret, token, key) holds one.
+    _rule(
+        "SECRET",
+        r"#[ \t]*define[ \t]+(?P<name>[a-z_][a-z0-9_]*?(?:pass(?:w(?:or)?d)?|passphrase|pwd|secret|token|api_?key))"
+        r"[ \t]+\\?\"(?P<v1>[^\"\\\n]*)\\?\"",
+        r"#[ \t]*define[ \t]+[a-z0-9_]*(?:pass|pwd|secret|token|key)[a-z]*[ \t]+",
+        _judge_named,
+        lower=True,
+    ),
+    _rule(
+        "SECRET",
+        r"(?<![a-z0-9_])(?P<name>[a-z_][a-z0-9_]*_(?:pass|pwd))[ \t]*=[ \t]*\\?\"(?P<v1>[^\"\\\n]*)\\?\"",
+        r"_(?:pass|pwd)[ \t]*=[ \t]*\\?\"",
+        _judge_named,
+        lower=True,
+    ),
     # A bare "key" label with a random-looking value ("key": "8f14e45f…", ?key=…): entropy decides.
     _rule(
         "SECRET",
@@ -651,11 +668,20 @@ _PLAIN_NAME = re.compile(r"[A-Za-z_.\-]+")
 _CALL = re.compile(r"[A-Za-z_]\w*\(")
 
 
-def _echoable(value: str) -> bool:
+def _echoable(value: str, kind: str | None = None) -> bool:
     v = value.strip()
     if len(v) < 8 or _ALREADY in v or _is_placeholder(v) or any(ch.isspace() or ch in "/\\" for ch in v):
         return False
+    if kind == "PASSWORD" and len(v) >= PLAIN_PASSWORD_ECHO and v.isalpha():
+        # A password of letters only ("Romacapitale", set as WIFI_PASS and typed into the chat as "MGTS_145 /
+        # Romacapitale") reads like a name, but a long one labelled a password is masked wherever it recurs.
+        return True
     return any(ch.isalpha() for ch in v) and not _PLAIN_NAME.fullmatch(v) and not _CALL.search(v)
+
+
+#: A letters-only password this long is masked where it recurs unlabelled; shorter ones ("postgres", "password") are
+#: too often the word itself elsewhere in the session.
+PLAIN_PASSWORD_ECHO = 10
 
 
 def _echo_pattern(found: dict[str, str]) -> tuple[re.Pattern[str], dict[str, str]] | None:
@@ -666,9 +692,9 @@ def _echo_pattern(found: dict[str, str]) -> tuple[re.Pattern[str], dict[str, str
     kinds: dict[str, str] = {}
     for value, kind in found.items():
         v = value.strip().strip("`'\"")  # a span a rule masked may keep the value's quotes
-        if _echoable(v):
+        if _echoable(v, kind):
             for spelling in (v, quote(v, safe=""), unquote(v)):
-                if _echoable(spelling):
+                if _echoable(spelling, kind):
                     kinds.setdefault(spelling, kind)
     if not kinds:
         return None

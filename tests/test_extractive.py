@@ -161,6 +161,22 @@ def test_a_spec_kit_prompt_file_sent_as_written_asks_for_its_command() -> None:
     assert user_asks([prompt("为 Win32 项目补充约束"), a("好的。")], "zh") == ["为 Win32 项目补充约束"]
 
 
+def test_the_first_spec_kit_templates_ask_for_their_command_not_the_template() -> None:
+    """spec-kit's first templates (September 2025) put "User input:" and ``$ARGUMENTS`` after a preamble and before
+    their own English: a German session's goal was the template's "You are updating the project constitution…", and
+    its English outvoted the user's German."""
+    def prompt(typed: str) -> Message:
+        return u("---\ndescription: Create or update the project constitution from principle inputs\n---\n\n"
+                 "The user input to you can be provided directly by the agent or as a command argument - you **MUST** "
+                 f"consider it before proceeding with the prompt (if not empty).\n\nUser input:\n\n{typed}\n\n"
+                 "You are updating the project constitution at `.specify/memory/constitution.md`. " * 10)
+
+    msgs = [prompt("$ARGUMENTS"), a("Constitution updated."), u("schreibe alles auf deutsch"), a("Erledigt.")]
+    assert user_asks(msgs, "de") == [
+        "speckit: Create or update the project constitution from principle inputs", "schreibe alles auf deutsch"]
+    assert user_asks([prompt("füge Datenschutz-Prinzipien hinzu"), a("ok")], "de") == ["füge Datenschutz-Prinzipien hinzu"]
+
+
 def test_a_custom_prompt_sent_with_its_placeholder_asks_what_the_user_typed_after_it() -> None:
     """A custom prompt (a Codex ``/prompts:…`` file, a Claude Code command) may arrive as its file, ``$ARGUMENTS``
     never substituted, with what the user typed appended after the template. A blind set's Italian session read the
@@ -624,6 +640,18 @@ def test_a_closing_report_with_work_left_is_not_resolved() -> None:
     # an offer of help is not work left over
     assert _verdict(u("fix it"), a("已修复。如果还有任何问题，请告诉我。")).state == "resolved"
     assert _verdict(u("fix it"), a("Fixed. If anything is still failing, tell me.")).state == "resolved"
+
+
+def test_a_closing_report_with_an_open_work_heading_in_any_language_is_not_resolved() -> None:
+    """A German closing report said "Erledigt." and then listed under "Offene To-Dos" the date still to fill in: read as
+    resolved, a false success on a blind set. A heading over open work, in the languages sessions are held in, with an
+    item under it that is not "none", is work left."""
+    report = "Erledigt. Die Verfassung ist übersetzt.\n\nOffene To-Dos\n- constitution.md: TODO(RATIFICATION_DATE) nachtragen."
+    assert _verdict(u("schreibe alles auf deutsch"), a(report)).state == "unresolved"
+    for head in ("**Pendientes:**", "## Open items", "残タスク", "Осталось сделать:", "待办事项："):
+        assert _verdict(u("do it"), a(f"Done, all updated.\n\n{head}\n- wire the new route")).state == "unresolved", head
+    for nothing in ("- keine", "- none", "- 无"):
+        assert _verdict(u("do it"), a(f"Done, all updated.\n\nOpen items:\n{nothing}")).state == "resolved", nothing
 
 
 def test_a_negated_or_pending_completion_word_claims_nothing() -> None:

@@ -202,6 +202,22 @@ def test_echoes_spare_words_names_and_paths():
     assert r.messages[4].content == s.messages[4].content
 
 
+def test_a_firmware_password_in_a_macro_is_masked_and_so_is_its_bare_echo():
+    """An ESP32 session defined ``#define WIFI_PASS "Romacapitale"`` and the user had typed "MGTS_145 / Romacapitale" into
+    the chat: the macro was not read as a password, and a letters-only value was never echoed, so the note quoted it.
+    A macro or a string variable named for a secret holds one; a long letters-only password is masked where it recurs
+    (a short one, "postgres", is too often the word itself: ``test_echoes_spare_words_names_and_paths``)."""
+    for code, kind in (('#define WIFI_PASS   "Romacapitale"', "PASSWORD"), ('#define MQTT_PASSWORD "hunter2x"', "PASSWORD"),
+                       ('const char* wifi_pass = "Romacapitale";', "PASSWORD"),
+                       ('#define BOT_TOKEN "123456:ABCdefGhIjklmnOPQrs"', "TOKEN")):
+        assert f"[REDACTED:{kind}]" in redact(code), code
+    for code in ("#define PASS_LEN 8", '#define API_KEY "abcd"', 'wifi_pass = ""', '#define PASSIVE_MODE "on"'):
+        assert redact(code) == code
+    s = _talk("MGTS_145 / Romacapitale", "ok", '#define WIFI_SSID "MGTS_145"\n#define WIFI_PASS   "Romacapitale"')
+    r = redact_session(s)
+    assert "Romacapitale" not in r.messages[0].content and "MGTS_145 /" in r.messages[0].content
+
+
 # --------------------------------------------------------------------------- issue 16: more formats, one pass
 
 

@@ -877,9 +877,34 @@ def judge_end_state(session: Session, facts: Facts | None = None) -> EndVerdict:
         left = next((i for i, s in enumerate(sentences)
                      if any(not (deliverable and _HANDOFF.fullmatch(m.group(0))) for m in _LEFT_OVER.finditer(s))
                      and not _IF.match(s) and not _NOT_OURS.search(s)), None)
-        if left is not None:
+        if left is not None or _open_work_section(msgs[verdict.index].content):
             return _verdict("unresolved", "the final reply lists work still left or failing", msgs, verdict.index)
     return verdict
+
+
+#: A closing report's heading over the work it leaves open, in the languages sessions are held in ("Offene To-Dos",
+#: "Pendientes", "残タスク"): the items under it are not done, whatever "Erledigt" says above them.
+_OPEN_WORK_HEAD = re.compile(
+    r"^[#*\s]*(?:open (?:to-?dos?|tasks|items|work)|outstanding (?:items|tasks|work)|still open|not (?:yet )?done"
+    r"|offene (?:to-?dos?|punkte|aufgaben)|noch offen|verbleibende (?:aufgaben|punkte|schritte)|restarbeiten"
+    r"|(?:tareas |trabajo )?pendientes?|queda(?:n)? por hacer|pend[eê]ncias|tarefas pendentes|itens em aberto|falta fazer"
+    r"|reste à faire|points (?:ouverts|en suspens)|tâches restantes|punti aperti|attività (?:rimanenti|da fare)"
+    r"|осталось сделать|открытые (?:задачи|вопросы|пункты)|нерешённые (?:задачи|вопросы)"
+    r"|残タスク|残作業|未対応(?:事項)?|未完了(?:事項)?|待办(?:事项)?|遗留(?:问题|事项)|未完成(?:事项|的工作)?|남은 작업|미완료)"
+    r"[*\s]*[:：]?[*\s]*$", re.I)
+#: An item under it that says there is nothing ("- keine", "- none", "- 无").
+_NOTHING_OPEN = re.compile(r"^[-*•\s]*(?:none|n/a|nothing|keine?s?|nichts|ninguna?|nada|nenhuma?|aucune?|rien|nessuno"
+                           r"|нет|ничего|なし|特になし|无|没有|暂无|없음)[.。!]?\s*$", re.I)
+
+
+def _open_work_section(text: str) -> bool:
+    """``text`` has an open-work heading (``_OPEN_WORK_HEAD``) with an item under it that is not "none"."""
+    lines = [ln.strip() for ln in text.splitlines()]
+    for i, line in enumerate(lines):
+        if line and _OPEN_WORK_HEAD.match(line):
+            first = next((ln for ln in lines[i + 1:] if ln), "")
+            return bool(first) and first.startswith(("-", "*", "•", "1.", "1)")) and not _NOTHING_OPEN.match(first)
+    return False
 
 
 #: VS Code Copilot through SpecStory shows each applied edit as an empty fence (its code is not exported).

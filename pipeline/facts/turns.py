@@ -214,6 +214,12 @@ _SKILL_INVOKED = re.compile(r'\[IMPORTANT: The user (?:has invoked|launched this
 _SPECKIT_INPUT = re.compile(r"^\s*## User Input\s*\n+```(?:text)?\n(.*?)\n```", re.S)
 
 
+# spec-kit's first templates (September 2025) open "The user input to you can be provided directly by the agent or as a
+# command argument - you **MUST** consider it …", then "User input:" and the input, then the template's own English.
+_SPECKIT_PREAMBLE = "The user input to you can be provided directly by the agent or as a command argument"
+_SPECKIT_INPUT_V0 = re.compile(r"^User input:[ \t]*\n+(.*?)(?:\n[ \t]*\n|\Z)", re.S | re.M)
+
+
 _FRONTMATTER = re.compile(r"---\n(?:[^\n]*\n){0,20}?---\n(.*)\Z", re.S)
 
 
@@ -223,9 +229,12 @@ def _speckit_typed(text: str) -> str | None:
     body = text.lstrip()
     if body.startswith("---\n") and (front := _FRONTMATTER.match(body)):
         body = front.group(1).lstrip()
-    if not body.startswith("## User Input") or not (m := _SPECKIT_INPUT.match(body)):
+    if body.startswith(_SPECKIT_PREAMBLE) and (m := _SPECKIT_INPUT_V0.search(body, 0, 600)):
+        typed = m.group(1).strip()  # the first templates: "User input:", then the input (or its placeholder)
+    elif body.startswith("## User Input") and (m := _SPECKIT_INPUT.match(body)):
+        typed = m.group(1).strip()
+    else:
         return None
-    typed = m.group(1).strip()
     return "" if typed == "$ARGUMENTS" else typed
 
 
