@@ -654,6 +654,20 @@ def test_a_closing_report_with_an_open_work_heading_in_any_language_is_not_resol
         assert _verdict(u("do it"), a(f"Done, all updated.\n\nOpen items:\n{nothing}")).state == "resolved", nothing
 
 
+def test_a_last_ask_to_export_the_chat_leaves_the_work_to_be_judged_by_what_came_before() -> None:
+    """A session that ends on "export a transcript of all of this chat" (how many transcripts reach a repository)
+    ended 'unresolved: the agent stopped mid-work' while it wrote the export. The ask saves the session's record, it
+    asks for no work: the work is judged as if the session had ended before it. Any other last ask still counts."""
+    work = [u("deploy the donation page"), a("The live deployment works end-to-end: the donation was created.")]
+    export = [u("export a transcript all of this chat"), a("", calls=(ToolCall(id="t", name="Bash", arguments={
+        "command": "cp /tmp/export/TRANSCRIPT.md ./TRANSCRIPT.md"}),)), Message(role="tool", tool_call_id="t", content="")]
+    assert _verdict(*work, *export).state == "resolved"
+    for other in ("выгрузи весь наш диалог", "把对话导出", "save the chat history to docs/chat.md"):
+        assert _verdict(*work, u(other), *export[1:]).state == "resolved", other
+    assert _verdict(*work, u("now add a login page"), *export[1:]).state == "unresolved"
+    assert _verdict(u("export this chat"), a("", calls=export[1].tool_calls), export[2]).state != "resolved"
+
+
 def test_a_negated_or_pending_completion_word_claims_nothing() -> None:
     """Class seen on unseen trajectories: "didn't complete" and "once it is complete" read as done."""
     assert _verdict(u("run the pipeline"), a("The pipeline didn't complete successfully.")).state != "resolved"

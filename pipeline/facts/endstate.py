@@ -69,6 +69,7 @@ from pipeline.facts.turns import (
     echoes,
     harness_error,
     split_paste,
+    user_words,
 )
 from pipeline.models import EndState, Facts, Message, Session
 from pipeline.screen import Screen
@@ -853,6 +854,11 @@ def infer_end_state(session: Session, facts: Facts | None = None) -> EndState:
 def judge_end_state(session: Session, facts: Facts | None = None) -> EndVerdict:
     """``infer_end_state`` with its reason and deciding message; the vetoes below win over any claim."""
     msgs = _live(session.messages)
+    exported = _exports_the_chat(msgs)
+    if exported is not None:
+        # The last ask only saves this conversation (how many transcripts reached a repository): the work is what
+        # came before it, judged as if the session had ended there.
+        msgs = msgs[:exported]
     verdict = _judge(msgs)
     if verdict.state != "resolved":
         return verdict
@@ -880,6 +886,26 @@ def judge_end_state(session: Session, facts: Facts | None = None) -> EndVerdict:
         if left is not None or _open_work_section(msgs[verdict.index].content):
             return _verdict("unresolved", "the final reply lists work still left or failing", msgs, verdict.index)
     return verdict
+
+
+#: An ask to save or export the conversation itself ("export a transcript of all of this chat", "выгрузи весь наш диалог",
+#: "把对话导出"), and nothing else: the session's record, not its work.
+_CHAT_EXPORT = re.compile(
+    r"^(?:please |now |and |pls )*(?:export|save|dump|copy|write|put)\b[^.?!\n]{0,30}\b(?:transcript|chat|conversation"
+    r"|dialog(?:ue)?|session)(?: history| log)?\b[^?!\n]{0,60}$"
+    r"|^(?:сохрани|выгрузи|экспортируй|скопируй)[^.?!\n]{0,30}(?:диалог|переписк|чат)[^.?!\n]{0,40}$"
+    r"|^(?:把|将)?(?:我们的|这次的|本次)?(?:对话|聊天记录|会话)(?:记录)?(?:导出|保存|复制)[^。！？\n]{0,20}$"
+    r"|^(?:导出|保存)(?:我们的|这次的|本次)?(?:对话|聊天记录|会话)[^。！？\n]{0,20}$"
+    r"|^(?:この)?(?:会話|チャット|対話)[^。！？\n]{0,10}(?:エクスポート|保存|書き出)[^。！？\n]{0,20}$", re.I)
+
+
+def _exports_the_chat(msgs: Sequence[Message]) -> int | None:
+    """Index of the last ask when it only asks to export this conversation (``_CHAT_EXPORT``) and some work came before."""
+    last = next((i for i in range(len(msgs) - 1, -1, -1) if _kind(msgs[i]) == "ask"), None)
+    if last is None or not any(m.role == "assistant" for m in msgs[:last]):
+        return None
+    ask = " ".join(_prose(user_words(msgs[last].content)).split())
+    return last if _CHAT_EXPORT.match(ask) else None
 
 
 #: A closing report's heading over the work it leaves open, in the languages sessions are held in ("Offene To-Dos",
