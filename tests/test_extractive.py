@@ -668,6 +668,23 @@ def test_a_last_ask_to_export_the_chat_leaves_the_work_to_be_judged_by_what_came
     assert _verdict(u("export this chat"), a("", calls=export[1].tool_calls), export[2]).state != "resolved"
 
 
+def test_a_phase_names_no_path_written_nowhere_after_its_folder_moved() -> None:
+    """A phase installed a package in ``app/`` (the manifest it changed is derived: ``app`` + ``package.json``), then the
+    session renamed the folder: the facts list ``app2/package.json``, and the phase's "app/package.json" was a path the
+    session never wrote and the facts no longer know (an unfaithful claim on an opened set). A path the phase read as
+    written stays."""
+    bash = ToolCall(id="i", name="Bash", arguments={"command": "cd app && npm install zod"})
+    mv = ToolCall(id="m", name="Bash", arguments={"command": "mv app app2"})
+    msgs = [u("add zod to the app"), a("", calls=(bash,)), Message(role="tool", tool_call_id="i", content="added 1 package"),
+            a("Added zod."), u("rename the folder to app2"), a("", calls=(mv,)), Message(role="tool", tool_call_id="m", content=""),
+            a("Renamed.")]
+    s = sess(*msgs)
+    facts = derive_facts(s)
+    assert [t.path for t in facts.files] == ["app2/package.json"]
+    text = " ".join(p.done for p in summarise_extractive(s, [], facts).phases)
+    assert "app/package.json" not in text
+
+
 def test_a_negated_or_pending_completion_word_claims_nothing() -> None:
     """Class seen on unseen trajectories: "didn't complete" and "once it is complete" read as done."""
     assert _verdict(u("run the pipeline"), a("The pipeline didn't complete successfully.")).state != "resolved"

@@ -439,7 +439,7 @@ def _title(text: str, limit: int = 80) -> str:
     return first[:1].upper() + first[1:] if plain.isalpha() and plain.islower() else first
 
 
-def _done_text(msgs: list[Message], cwd: str | None, lang: str) -> str:
+def _done_text(msgs: list[Message], cwd: str | None, lang: str, known: frozenset[str] | None = None) -> str:
     asks = [i for i, m in enumerate(msgs) if _kind(m) == "ask"]
     # The last reply that says something: a phase often ends on an empty turn or a tool timeout notice.
     replies = [r for r in _replies(_until_closer(msgs[asks[-1] + 1:] if asks else msgs)[0]) if _has_prose(r.content)]
@@ -463,7 +463,9 @@ def _done_text(msgs: list[Message], cwd: str | None, lang: str) -> str:
                    and _CHANGE_REPORT.search(s) and not _ADVICE_OR_PLAN.search(s) and not _UNDER_WAY.match(s)]
         said = [*list(dict.fromkeys(e for e in earlier if e not in said))[-EARLIER_ACTIONS:], *said]
     changed = [t.path for t in file_touches(msgs, cwd) if t.action not in ("read", "deleted") and not is_scratch(t.path)]
-    changed = [p for p in changed if not p.startswith(("/", "~")) or _quoted(p, msgs)]
+    # A path the phase composed (a cd'd folder and a bare name) is shown while the session's facts still know it: a
+    # folder moved later ("mv cute-sticky cutesticky") leaves the old path written nowhere, in the session or the note.
+    changed = [p for p in changed if (not p.startswith(("/", "~")) and (known is None or p in known)) or _quoted(p, msgs)]
     sep, stop = ("、", "。") if lang in ("zh", "ja") else (", ", ".")
     if changed:
         # Each list ends like a sentence: the phase text joins its parts with spaces.
@@ -539,7 +541,8 @@ def _phase_title(asks: Sequence[str], segment: Sequence[Message]) -> str:
     return _title(named)
 
 
-def _phases(session: Session, chunks: Sequence[Chunk], lang: str, root: str | None) -> list[Phase]:
+def _phases(session: Session, chunks: Sequence[Chunk], lang: str, root: str | None,
+            known: frozenset[str] | None = None) -> list[Phase]:
     labels = _LABELS.get(lang, _LABELS["en"])
     phases: list[Phase] = []
     for generation, msgs in _generations(session, chunks):
@@ -548,7 +551,7 @@ def _phases(session: Session, chunks: Sequence[Chunk], lang: str, root: str | No
             if not asks and not _replies(segment) and not any(m.tool_calls for m in segment):
                 continue
             title = _phase_title(asks, segment) if asks else labels["continued"]
-            phases.append(Phase(title=title, asks=tuple(asks[:5]), done=_done_text(segment, root, lang),
+            phases.append(Phase(title=title, asks=tuple(asks[:5]), done=_done_text(segment, root, lang, known),
                                 outcome=_phase_outcome(segment), generation=generation))
     return phases
 
@@ -626,7 +629,7 @@ def summarise_extractive(
     goal = goal or _LABELS.get(lang, _LABELS["en"])["none"]
     end = judge_end_state(session, facts)
     root = work_root(session)  # the cwd, else the root the session's files imply (read once)
-    phases = _phases(session, chunks, lang, root)
+    phases = _phases(session, chunks, lang, root, frozenset(t.path for t in facts.files))
     if phases:
         last = phases[-1]
         outcome = last_phase_outcome(last.outcome, end.state)
