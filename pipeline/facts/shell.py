@@ -33,7 +33,7 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from typing import Any
 
@@ -370,6 +370,16 @@ def staged_files(command: str, workdir: str | None = None) -> list[tuple[str, st
     if "add" not in command or "git" not in command or _RESOLVING.search(command):
         return []
     staged: list[tuple[str, str | None]] = []
+    for words, base in _in_folders(command, workdir):
+        if len(words) >= 3 and posixpath.basename(words[0]) == "git" and words[1] == "add":
+            staged += [(p, base) for p in _positional(words[2:])
+                       if _names_a_file(p) and not any(ch in p for ch in "*?[$")]
+    return staged
+
+
+def _in_folders(command: str, workdir: str | None) -> Iterator[tuple[list[str], str | None]]:
+    """Each simple command of ``command`` (wrappers and ``VAR=x`` dropped) with the folder it runs in: ``workdir``
+    moved by every ``cd`` before it. A ``cd`` is yielded too, with the folder it moves to."""
     base = workdir
     for words, _redirects in _segments(_tokens(command)):
         while words and (words[0] in _WRAPPERS or _ENV_ASSIGN.match(words[0])):
@@ -377,10 +387,7 @@ def staged_files(command: str, workdir: str | None = None) -> list[tuple[str, st
         if len(words) >= 2 and words[0] == "cd":
             target = words[1]
             base = target if _absolute(target) or base is None else posixpath.join(base, target)
-        elif len(words) >= 3 and posixpath.basename(words[0]) == "git" and words[1] == "add":
-            staged += [(p, base) for p in _positional(words[2:])
-                       if _names_a_file(p) and not any(ch in p for ch in "*?[$")]
-    return staged
+        yield words, base
 
 
 _RESOLVING = re.compile(r"--(?:theirs|ours)\b|\bgit\s+(?:merge|rebase|cherry-pick|am)\b")
@@ -408,12 +415,8 @@ def final_dir(command: str, workdir: str | None = None) -> str | None:
     if "cd" not in command:
         return workdir
     base = workdir
-    for words, _redirects in _segments(_tokens(command)):
-        while words and (words[0] in _WRAPPERS or _ENV_ASSIGN.match(words[0])):
-            words = words[1:]
-        if len(words) >= 2 and words[0] == "cd":
-            target = words[1]
-            base = target if _absolute(target) or base is None else posixpath.join(base, target)
+    for _words, folder in _in_folders(command, workdir):
+        base = folder
     return base
 
 
@@ -425,14 +428,7 @@ def manifest_changes(command: str, workdir: str | None = None) -> list[tuple[str
     if not _MAY_ADD_DEPENDENCY.search(command):
         return []
     found: list[tuple[str, str | None]] = []
-    base = workdir
-    for words, _redirects in _segments(_tokens(command)):
-        while words and (words[0] in _WRAPPERS or _ENV_ASSIGN.match(words[0])):
-            words = words[1:]
-        if len(words) >= 2 and words[0] == "cd":
-            target = words[1]
-            base = target if _absolute(target) or base is None else posixpath.join(base, target)
-            continue
+    for words, base in _in_folders(command, workdir):
         if len(words) < 3 or (manifest := _MANIFESTS.get((posixpath.basename(words[0]), words[1]))) is None:
             continue
         args = words[2:]
