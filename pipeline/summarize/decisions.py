@@ -478,7 +478,7 @@ def key_decisions(messages: Sequence[Message]) -> list[Decision]:
         # A candidate's evidence is its message row where the source keeps one; else the answers go first, as the
         # questions an agent asks come before the work they decide.
         at = {m.row_id: i for i, m in enumerate(messages) if m.row_id is not None}
-        place = [(at.get(_row(d), -1), 1, d) for d in found] + [(i, 0, d) for i, d in answered]
+        place = [(at.get(_row(d), len(messages)), 1, d) for d in found] + [(i, 0, d) for i, d in answered]
         found = [d for _i, _tie, d in sorted(place, key=lambda x: (x[0], x[1]))]
     return _strongest(_restated(found))
 
@@ -538,7 +538,7 @@ def _questions(args: object, result: str) -> list[tuple[str, list[tuple[str, str
                 continue
             options = [(str(o.get("label")).strip(), str(o.get("description") or "").strip())
                        for o in q.get("options") or () if isinstance(o, dict) and o.get("label")]
-            picked = picks.get(q["question"].strip()) or picks.get(str(q.get("id") or "")) or ""
+            picked = picks.get(" ".join(q["question"].split())) or picks.get(str(q.get("id") or "")) or ""
             if picked:
                 found.append((" ".join(q["question"].split()), options, picked))
         return found
