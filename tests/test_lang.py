@@ -176,3 +176,13 @@ def test_a_short_italian_ask_is_italian() -> None:
     """One Italian sentence, few of the commonest function words in it: the words only Italian spells so decide."""
     assert session_language(["Rompendo la retro-compatibilità che non deve essere garantita in alcun modo rimuovi "
                              "in ordine questi comandi: mkrepo, mkdev", "proceed"], []) == "it"
+
+
+def test_a_user_who_typed_little_but_clearly_in_one_language_sets_it() -> None:
+    """A spec-kit session: the templates are the tool's, the user typed "schreibe alles auf deutsch" and "ja bitte", and
+    the assistant wrote thousands of English words before switching to German. The user's few messages that say clearly
+    which language they are in all say German: the note is German. A message too short to say (``ok``) decides
+    nothing, and scarce prose with no clear vote still asks the assistant (the test above)."""
+    english = ["I updated the constitution and synchronised the dependent templates with the new version. " * 40]
+    assert session_language(["schreibe alles auf deutsch", "ja bitte"], english) == "de"
+    assert session_language(["ok", "ja bitte"], english) == "en"

@@ -117,6 +117,7 @@ _STOPWORDS: dict[str, frozenset[str]] = {
                      "akan", "sudah", "belum", "kenapa", "perbaiki"]),
 }
 _STOPWORDS["es"] = _STOPWORDS["es"] | {"hola", "necesito", "ayuda", "ayudes", "ayúdame", "gracias", "proyecto"}
+_STOPWORDS["de"] = _STOPWORDS["de"] | {"danke", "nein", "alles", "deutsch", "schreibe", "mach"}
 # Letters used by exactly one of the Latin languages above: a strong, cheap tie-breaker.
 _DIACRITICS: dict[str, str] = {
     "ñ": "es", "¿": "es", "¡": "es", "ã": "pt", "õ": "pt", "ß": "de", "œ": "fr", "ù": "fr", "ë": "nl",
@@ -367,6 +368,10 @@ def session_language(user_texts: Iterable[str], assistant_texts: Iterable[str], 
         if decided == "en" and (own := _own_latin(each)):
             return own
         return decided or default
+    if own := _own_latin(each):
+        # Little typed, but each message that says clearly which language it is in says the same one ("schreibe alles
+        # auf deutsch"): the user's language, however much English the assistant wrote before it switched.
+        return own
     both = _tally(assistant_texts)
     both.add(user, USER_WEIGHT)
     return _decide(both) or default
