@@ -1529,3 +1529,19 @@ def test_a_failed_install_changes_no_manifest() -> None:
     failed = [call("c1", "terminal", {"command": "npm install axois"}),
               result("c1", {"output": "npm ERR! 404 Not Found - GET https://registry.npmjs.org/axois", "exit_code": 1})]
     assert touches(*failed) == []
+
+
+def test_diffs_that_open_a_reply_straight_after_one_file_was_read_edit_that_file() -> None:
+    """Cursor through SpecStory (v1) renders "Read file: src/Ctl.java", then the edit as bare diffs with no path, as
+    the agent worked: a reply that opens on those diffs edits the one file read just before. Two files read in a row
+    leave the diff unplaced (either could be the one), as does anything the agent wrote in between."""
+    def read(cid: str, path: str, text: str = "") -> tuple[Message, Message]:
+        return call(cid, "read_file", {"target_file": path}, text), result(cid, "")
+
+    plan = "Now, let's add the cache field to the controller:"
+    hunks = DIFF + "\n\n" + DIFF.replace("new", "newer")
+    assert edited(u("cache the fixes"), *read("r1", "src/Ctl.java", plan), a(hunks)) == ["src/Ctl.java"]
+    # two reads before the diffs: which one they edit is not said
+    assert edited(u("cache the fixes"), *read("r1", "src/Ctl.java", plan), *read("r2", "src/View.java"), a(DIFF)) == []
+    # the agent wrote something after the read: the diffs no longer follow it straight
+    assert edited(u("x"), *read("r1", "src/Ctl.java", plan), a("Looks fine."), a(hunks)) == []

@@ -973,9 +973,10 @@ _RULE = re.compile(r"^\s*(?:-{3,}|\*{3,}|_{3,})\s*$")
 
 
 def _reply_edits(text: str, known: Sequence[str], reads: Sequence[str], locator: ModuleLocator,
-                 asked: str | None = None) -> list[str]:
+                 asked: str | None = None, just_read: str | None = None) -> list[str]:
     """Files one assistant reply edits through its code blocks (see ``prose_edits``); ``asked`` is the one
-    file the user's message put before the agent to change (``_asked_file``)."""
+    file the user's message put before the agent to change (``_asked_file``); ``just_read`` the file the
+    agent's last step before this reply read."""
     blocks = list(_BLOCK.finditer(text))
     paths: list[str | None] = []
     for i, b in enumerate(blocks):
@@ -997,6 +998,14 @@ def _reply_edits(text: str, known: Sequence[str], reads: Sequence[str], locator:
             lead = _last_paragraph(lead)
             ok = _EDIT_INTENT.search(lead) and not _ADVICE.search(lead)
             paths.append(_named_file(lead, known) if ok else None)
+    # A reply that opens on a run of diffs, straight after a step that read one file, edits that file: Cursor's
+    # export renders "Read file: src/a.java", then the edit as bare diffs (no path), as the agent worked.
+    if just_read and blocks and not text[:blocks[0].start()].strip():
+        j = 0
+        while j < len(blocks) and _is_diff(blocks[j]) and paths[j] is None and (
+                not j or not text[blocks[j - 1].end():blocks[j].start()].strip()):
+            paths[j] = just_read
+            j += 1
     # Diffs still unnamed: the claim right after a run of them ("已完成对 `X.kt` 的重构"), else the files
     # read in this turn, one per diff in order, when the counts agree exactly.
     open_ = [i for i, b in enumerate(blocks) if paths[i] is None and _is_edit(b)]
@@ -1361,20 +1370,30 @@ class _ProseEdits:
         self.locator = locator
         self.lead = ""  # the assistant's last words in this turn before the current message
         self.asked: str | None = None  # the file the user's message asks to change (``_asked_file``)
+        self.read_run: list[str] = []  # the files read since the agent last wrote anything or ran any other tool
 
     def feed(self, m: Message, known: Sequence[str]) -> list[str]:
         if m.role == "user":
-            self.reads, self.lead = [], ""
+            self.reads, self.lead, self.read_run = [], "", []
             self.asked = _asked_file(m.content, [*known, *self.locator.shown])
             return []
         if m.role != "assistant":
             return []
         found = [_file_uri_path(u) for u in _EDIT_HEADER.findall(m.content)]
+        just_read = self.read_run[0] if len(set(self.read_run)) == 1 else None
+        # A message's tool calls are steps taken after its words: the files read since the agent last wrote or did
+        # anything else are what the next message's opening diffs can edit, when they are one file.
+        run = [] if m.content.strip() else self.read_run
         for c in m.tool_calls:
-            if c.name.lower() in _READ_TOOLS and isinstance(c.arguments, dict) and (p := _arg_path(c.arguments)):
+            p = _arg_path(c.arguments) if isinstance(c.arguments, dict) else None
+            if c.name.lower() in _READ_TOOLS and p:
                 self.reads.append(p)
+                run = [*run, p]
+            else:
+                run = []
+        self.read_run = run
         if "```" in m.content:
-            found += _reply_edits(m.content, [*known, *found], self.reads, self.locator, self.asked)
+            found += _reply_edits(m.content, [*known, *found], self.reads, self.locator, self.asked, just_read)
             if not found and (lone := self._lone_edit(m.content)):
                 found.append(lone)
         if not _LONE_BLOCK.match(m.content):
