@@ -498,18 +498,20 @@ def test_claims_of_a_finished_edit_name_the_file_in_an_export_without_edit_tools
 
 def test_a_change_list_names_the_files_it_changed_in_an_export_without_edit_tools() -> None:
     """A reply's closing change list leaves out its subject: "- Added a guard in `throttle.py`". Its items open
-    with a change verb; an item may list several files; a file the change only uses or is about, an item that
-    reports a check, advice and a plan name no changed file. A bare name takes the path the session shows."""
+    with a change verb; an item may list several files; a file the change only uses or is about (or that the changed
+    code reads or writes when it runs), an item that reports a check, advice and a plan name no changed file. A bare name takes the path the session shows."""
     reply = ("**Update**\n- Added a guard in `throttle.py` so bot commands are dropped.\n"
              "- Extended `test_throttle.py` with a bot-command case.\n"
              "- **Broadened** annotations (`chat_meta.py`, `monitor.py`) to accept the adapter.\n"
              "- Switched the client to the shared factory from `clients.py`.\n"
              "- Verified `settings.py` still loads.\n"
              "- Updated docs for `parser.py` in `README.md`.\n"
+             "- Created `CacheConfiguration` extending `JsonConfigFile` to load/save `missing_cache.json`.\n"
+             "- Added a bot case to the `test_bots.py` suite.\n"
              "1. Added retries? Not sure yet in `retry.py`\n\n"
              "**Tests**\n- `.venv/bin/pytest tests/unit/test_throttle.py`\n\nNext: you could add a test in `e2e.py`.")
     assert edited(u("ignore other bots"), a(reply)) == [
-        "throttle.py", "tests/unit/test_throttle.py", "chat_meta.py", "monitor.py", "README.md"]
+        "throttle.py", "tests/unit/test_throttle.py", "chat_meta.py", "monitor.py", "README.md", "test_bots.py"]
     assert edited(u("x"), a("Plan:\n- Add a guard in `throttle.py`\n- Update `a.py`")) == []  # not done yet
     zh = "**修复内容：**\n- 将 `query(query_vector=...)` 改为 `query(data=...)`\n- 修复了 `flow.py` 和 `server.py` 中的相关代码\n" \
          "- 检查了 `config.py`"

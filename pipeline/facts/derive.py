@@ -1210,7 +1210,9 @@ _CHANGE_ITEM = re.compile(
 # A file after these words is what the change uses or is about, not where it was made ("switched to `x.ts`").
 _NOT_CHANGED_AT = re.compile(
     r"\b(?:for|of|about|from|on|against|describing|covering|use|uses|using|via|like|than|instead of|matching|"
-    r"import|imports|importing|calls|calling|для|из|используя|вместо|через|para|usando|desde|en lugar de|em vez de)"
+    r"import|imports|importing|calls|calling|для|из|используя|вместо|через|para|usando|desde|en lugar de|em vez de"
+    # what the changed code does when it runs: "Created `Config` to load/save `cache.json`"
+    r"|to\s+(?!(?:the|a|an|both|each|all|every|its|their|this|that|these|those|our|your|my)\b)[a-z]+(?:/[a-z]+)?)"
     r"\s+(?:the\s+)?[`'\"(]?$", re.I)
 
 
