@@ -1511,6 +1511,16 @@ def test_a_removal_reported_done_is_a_claim_as_an_addition_is() -> None:
         assert _verdict(u("把这三处下载删掉"), a(text)).state != "resolved", text
 
 
+def test_already_done_in_spanish_and_portuguese_is_a_claim() -> None:
+    """"Ya generé y apliqué las migraciones" (a blind set's Spanish Codex reply after migrations ran clean) and
+    "Já corrigi o import" claim the work done, as "implementé" does; pending or negated, they claim nothing."""
+    for text in ("Ya generé y apliqué las migraciones y ejecuté init_data.", "Ya he corregido el login.",
+                 "Já corrigi o import do serviço.", "Já atualizamos a configuração."):
+        assert _verdict(u("arregla el login"), a(text)).state == "resolved", text
+    for text in ("Todavía no generé las migraciones.", "Ainda não corrigi o import.", "¿Ya aplicaste las migraciones?"):
+        assert _verdict(u("arregla el login"), a(text)).state != "resolved", text
+
+
 def test_a_tool_notice_in_the_users_role_is_no_ask_and_not_typed() -> None:
     """VS Code Copilot posts a finished terminal's output as a user message ("[Terminal <id> notification: command
     completed …] Terminal output: …", English); so does Hermes for a background process. In an unseen Chinese

@@ -96,7 +96,9 @@ _DONE = re.compile(
     # the "implemented" and "updated" the English list has ("added" left out: "He agregado logging para debuggear"
     # reported a debugging step, not a fix, on a session the user still said was broken)
     r"|implementad[oa]s?|se implementó|implementé|implementei|actualizad[oa]s?|atualizad[oa]s?"
-    r"|implémentée?s?|mise? à jour|implementiert|aktualisiert)\b", re.I)
+    r"|implémentée?s?|mise? à jour|implementiert|aktualisiert"
+    # "Ya generé y apliqué las migraciones", "Já corrigi o import": "already" and a first-person past
+    r"|ya (?:he |hemos )?[a-záéíóúñ]{3,}(?:é|í|ado|ido|amos)|já [a-zãáâéêíóõúç]{3,}(?:ei|i|amos))\b", re.I)
 _FAILED = re.compile(
     r"\b(?:still (?:fail\w*|broken|errors?|crash\w*)|couldn'?t|could not|can'?t|cannot|unable to|failed to|"
     r"not able to|doesn'?t work|blocked|(?:hit|reached) (?:the|my|a) (?:(?:\w|-)+ ){0,2}limit"
