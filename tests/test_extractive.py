@@ -1988,3 +1988,21 @@ def test_the_options_the_user_picked_when_asked_are_decisions() -> None:
     typed = 'User has answered your questions: "Which backend should the API use?"="Whatever is simplest to host".'
     [only] = key_decisions([u("Plan it"), *_asked("AskUserQuestion", _QUESTIONS, typed)])
     assert only.choice == "Which backend should the API use? → Whatever is simplest to host" and only.rejected == ()
+
+
+def test_check_that_asks_are_answered_by_what_the_check_finds() -> None:
+    """"check that there are no blocking dependencies in tasks.md" after the work (a blind set's spec-kit session) is a
+    question in the imperative: the reply "no blocking dependency violations" answers it, and the work stands as the
+    spec-kit template's ask left it; the template's own "WRONG" examples are no complaint of the user's. An answer that
+    finds what the user asked to rule out leaves the work in doubt."""
+    template = ("\n## User Input\n\n```text\nEdit specs/001/tasks.md: renumber the tasks.\n```\n\n"
+                "You **MUST** consider the user input. Examples: WRONG: `T1 setup`, RIGHT: `T001 Setup`.")
+    work = [u(template), a("", calls=(ToolCall(id="e1", name="apply_patch", arguments={
+        "input": "*** Begin Patch\n*** Update File: specs/001/tasks.md\n@@\n-T1\n+T001\n*** End Patch"}),)),
+        Message(role="tool", tool_call_id="e1", content="Success. Updated the following files:\nM specs/001/tasks.md"),
+        a("Renumbered the tasks T001–T031 in `specs/001/tasks.md`.")]
+    ask = u("check that there are no\nblocking dependencies within the task sequence in tasks.md.")
+    clean = a("I reviewed the current `specs/001/tasks.md` sequence and don’t see any blocking dependency violations.")
+    assert _verdict(*work, ask, clean).state == "resolved"
+    blocked = a("T014 depends on T020, which comes later: that dependency is still broken and blocks US1.")
+    assert _verdict(*work, ask, blocked).state != "resolved"

@@ -143,6 +143,9 @@ _INFO_ASK = re.compile(
     r"|walkthrough|guide|overview|summary|rundown|breakdown|explanation))\b|给我[^，。！？\n]{0,10}步骤|解释|說明|说明|总结|總結|介绍|介紹|分析|输出|輸出|列出|告诉我|告訴我|是什么|是什麼|为什么|為什麼"
     r"|怎么|怎麼|如何|吗|嗎|是否|有没有|呢[？?]?$|[?？]\s*$"
     r"|教えて|説明して|なぜ|どうして|どのように|ですか|ますか|でしょうか", re.I)
+# A request to check that something holds ("check that there are no blocking dependencies in tasks.md", "verify
+# whether the migrations match the models"): a question in the imperative, answered by what the check finds.
+_CHECK_ASK = re.compile(r"^(?:please\s+)?(?:check|verify|confirm|make sure|ensure|double[- ]check)\s+(?:that|whether|if)\b", re.I)
 # Work asked for politely as a question ("can you add tests?", "高度可以调整小一些吗").
 _WORK_REQUEST = re.compile(r"\b(?:can|could|would|will) you\b(?!\s+(?:explain|tell|show|describe|summari[sz]e|list))"
                            r"|^please\b|请你|请帮|帮我|帮忙|麻烦|可以|能否|能不能|可不可以|要不要", re.I)
@@ -741,7 +744,8 @@ def _only_words(prose: str, words: bool, polite: str) -> bool:
     """The ask wants an answer (``_INFO_ASK``) or a text (``words``) and no work: no request for work unless the text is
     the work asked for (``polite``: the ask with a leading "please" the caller may have dropped), no "… and then fix
     it", no question about the state of the work (its answer is the work's outcome)."""
-    return (bool(words or _INFO_ASK.search(prose)) and not (_WORK_REQUEST.search(polite) and not words)
+    return (bool(words or _INFO_ASK.search(prose) or _CHECK_ASK.search(prose))
+            and not (_WORK_REQUEST.search(polite) and not words)
             and not _AND_WORK.search(prose) and not _STATUS_ASK.search(prose))
 
 
@@ -1115,7 +1119,8 @@ def _judge(msgs: list[Message]) -> EndVerdict:
                and _answered(ask, tail) == "question")
     if not account and ((_OWN_FAILURE.search(_prose(final)) is not None) if review else _says_failed(final)):
         return _verdict("failed" if unfixed else "unresolved", "the final reply says it could not be done", msgs, at)
-    if _USER_UNHAPPY.search(ask) and not account and not _claims_done(final):
+    # What the user typed: a spec-kit or skill template around it says "WRONG" in its own examples.
+    if _USER_UNHAPPY.search(user_words(ask)) and not account and not _claims_done(final):
         return _verdict("unresolved", "the last ask is a complaint the final reply does not answer with a fix",
                         msgs, last_ask)
     if _claims_done(final):
@@ -1175,6 +1180,9 @@ def _judge(msgs: list[Message]) -> EndVerdict:
             # [slug]/page.tsx attuale non è identico a quelle correzioni… lo faccio io") and nothing fixed it after.
             # (Scripts an analysis created are no such change: its answers' problems are what the data shows.)
             return _verdict("unknown", "an answer after the work reports a problem in it still open", msgs, said)
+    if answer == "question" and _CHECK_ASK.search(" ".join(_prose(ask).split())) and reported_problem(final) is not None:
+        # "Check that nothing blocks" answered with what blocks: the check found the work wanting, and nothing fixed it.
+        return _verdict("unknown", "the check the user asked for found a problem left open", msgs, at, doubted=True)
     if answer == "question":
         return _verdict("resolved", "the last ask was a question and the final reply answers it", msgs, at)
     if answer == "review":
