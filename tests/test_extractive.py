@@ -2006,3 +2006,31 @@ def test_check_that_asks_are_answered_by_what_the_check_finds() -> None:
     assert _verdict(*work, ask, clean).state == "resolved"
     blocked = a("T014 depends on T020, which comes later: that dependency is still broken and blocks US1.")
     assert _verdict(*work, ask, blocked).state != "resolved"
+
+
+def test_an_option_the_user_picks_by_its_label_from_the_agents_own_words_is_a_decision() -> None:
+    """spec-kit's clarify step (and agents asking in their own words) offers options as a table or a list and the user
+    answers "b": the option's description is the decision, the others turned down, the agent's recommendation its reason
+    when that is the one picked ("yes" takes it). A reply longer than a label, a single option and a message with no
+    options decide nothing."""
+    from pipeline.summarize.decisions import key_decisions
+
+    table = ("## Question 3: Handling repeated failed geocoding attempts\n\n"
+             "**Recommended:** Option B — 3 attempts avoids infinite loops while allowing recovery.\n\n"
+             "| Option | Description |\n|--------|-------------|\n| A | 2 attempts max |\n| B | 3 attempts max |\n"
+             "| C | 5 attempts max |\n| Short | Provide a different short answer (<=5 words) |\n\n"
+             "You can reply with the option letter (e.g., “A”), or accept the recommendation by saying “yes”.")
+    picked = Decision(choice="Handling repeated failed geocoding attempts → 3 attempts max",
+                      rationale="3 attempts avoids infinite loops while allowing recovery.",
+                      rejected=("2 attempts max", "5 attempts max"))
+    for reply in ("b", "B", "Option B", "yes"):
+        assert key_decisions([u("clarify the spec"), a(table), u(reply), a("Recorded.")]) == [picked], reply
+    [c] = key_decisions([u("clarify the spec"), a(table), u("c"), a("Recorded.")])
+    assert (c.choice, c.rationale) == ("Handling repeated failed geocoding attempts → 5 attempts max", "")
+    listed = "你希望数据怎么保存？\n\nA) 本地 SQLite 文件\nB) 远程 PostgreSQL\nC) 只在内存里"
+    [z] = key_decisions([u("做个记账工具"), a(listed), u("a"), a("好的")])
+    assert z.choice == "你希望数据怎么保存？ → 本地 SQLite 文件" and z.rejected == ("远程 PostgreSQL", "只在内存里")
+    assert key_decisions([u("clarify"), a(table), u("b, but make it configurable please"), a("ok")]) == []
+    one = "Options:\nA) keep the cache"  # one option is no choice
+    assert key_decisions([u("what now?"), a(one), u("a"), a("Kept.")]) == []
+    assert key_decisions([u("deploy it"), a("Deployed to staging."), u("b")]) == []

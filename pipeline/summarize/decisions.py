@@ -509,7 +509,12 @@ def answered_questions(messages: Sequence[Message]) -> list[tuple[int, Decision]
     agent's, quoted) is its reason. A question left unanswered (declined, failed) decides nothing."""
     results = {m.tool_call_id: m for m in messages if m.role == "tool" and m.tool_call_id}
     out: list[tuple[int, Decision]] = []
+    replied: Message | None = None  # the last assistant message with words: what a user's bare "b" answers
     for i, m in enumerate(messages):
+        if m.role == "user" and replied is not None and (picked := _picked_in_text(replied.content, m.content)):
+            out.append((i, picked.model_copy(update={"evidence": f"msg {m.row_id}"}) if m.row_id is not None else picked))
+        if m.role == "assistant" and m.content.strip():
+            replied = m
         for call in m.tool_calls if m.role == "assistant" else ():
             result = results.get(call.id or "")
             if call.name.lower() not in _ASK_TOOLS or result is None or not result.content.strip():
@@ -563,3 +568,50 @@ def _picks(result: str) -> dict[str, str]:
             return {str(k): ", ".join(str(a) for a in v.get("answers") or ()) for k, v in answers.items()
                     if isinstance(v, dict)}
     return {" ".join(q.replace('\\"', '"').split()): a.replace('\\"', '"') for q, a in _CC_ANSWER.findall(text)}
+
+
+# An agent may ask in its own words, its options a table ("| B | Present a disambiguation list |", spec-kit's clarify
+# step) or a list ("A) 2 attempts", "**Option B:** …", "1. …"), and the user answers with the option's label alone.
+_OPTION_ROW = re.compile(r"^\|\s*(?:\*\*)?(?:Option\s+)?([A-Z]|\d{1,2})(?:\*\*)?\s*\|\s*(.+?)\s*\|", re.M)
+_OPTION_LINE = re.compile(r"^[ \t]*(?:[-*][ \t]+)?(?:\*\*)?(?:Option[ \t]+)?([A-Z]|\d{1,2})(?:[.):]|\*\*)+[ \t]*(?:\*\*)?"
+                          r"[ \t]*(?:[-–—:][ \t]*)?(\S.*)$", re.M)
+#: "**Recommended:** Option B — It minimizes incorrect estimates…": the agent's own reason for an option.
+_RECOMMENDED = re.compile(r"\bRecommended:?(?:\*\*)?:?\s*(?:Option\s+)?([A-Z]|\d{1,2})\b\s*[-–—:]*\s*(.*)", re.I)
+#: The question an option list answers: a "Question 3: …" heading, else the last line that asks.
+_QUESTION_HEAD = re.compile(r"^#{1,6}\s*(?:Question\s*\d+\s*[:.]\s*)?(.+?)\s*$", re.M)
+#: A reply that is an option's label and nothing more ("b", "Option B", "2."), or takes the recommendation.
+_BARE_PICK = re.compile(r"^(?:option\s*)?([a-z]|\d{1,2})[.)]?$", re.I)
+_TAKES_RECOMMENDED = re.compile(r"^(?:yes|y|ok|okay|recommended|sí|si|sim|oui|ja|是|好|可以|はい)[.!]?$", re.I)
+
+
+def _picked_in_text(asked: str, reply: str) -> Decision | None:
+    """The option a user's bare reply picks from the options an agent's message offered in its own words, as a
+    decision: the question and the option's description, the others turned down, the agent's recommendation as its
+    reason when that is the one picked. None when the reply is more than a label or the message offered no options."""
+    typed = " ".join(reply.split())
+    if len(typed) > 12:
+        return None
+    rows = _OPTION_ROW.findall(asked)
+    options = [(label.upper(), desc) for label, desc in (rows if len(rows) >= 2 else _OPTION_LINE.findall(asked))]
+    labels = [label for label, _desc in options]
+    # Options are a run of labels in order (A, B, C… or 1, 2, 3…), at least two of them.
+    if len(options) < 2 or labels != [*dict.fromkeys(labels)] or labels[:2] not in (["A", "B"], ["1", "2"]):
+        return None
+    recommended = _RECOMMENDED.search(asked)
+    if bare := _BARE_PICK.match(typed):
+        label = bare.group(1).upper()
+    elif _TAKES_RECOMMENDED.match(typed) and recommended:
+        label = recommended.group(1).upper()
+    else:
+        return None
+    desc = next((d for lbl, d in options if lbl == label), None)
+    if not desc:
+        return None
+    head = asked[:asked.find(desc)]
+    heads = _QUESTION_HEAD.findall(head)
+    asks = [x for x in (line.strip() for line in head.splitlines()) if x.endswith(("?", "？"))]
+    question = unmark(asks[-1] if asks else heads[-1] if heads else "")
+    why = recommended.group(2).strip() if recommended and recommended.group(1).upper() == label else ""
+    return Decision(choice=_clip(f"{_clip(question, 160)} → {unmark(desc)}" if question else unmark(desc), 240),
+                    rationale=_clip(unmark(why), 200),
+                    rejected=tuple(_clip(unmark(d), 80) for lbl, d in options if lbl != label and d))
