@@ -61,6 +61,7 @@ def settings(tmp_path: Path):
 @pytest.fixture(autouse=True)
 def frozen(monkeypatch):
     monkeypatch.setattr(summarise, "_candidates", lambda messages: [])
+    monkeypatch.setattr(summarise, "_quoted", lambda messages: [])  # the model's own answer, unless a test says so
     monkeypatch.setattr(summarise, "_end_state", lambda session, facts: ("unresolved", ""))
 
 
@@ -387,3 +388,19 @@ def test_the_options_the_user_picked_reach_the_llm_note_too(settings):
     s = summarise.summarise_llm(session, chunks, facts, settings, Scripted(), None, RunReport())
     assert [(d.choice, d.rationale, d.rejected) for d in s.decisions] == [
         ("Which CSV writer? → stdlib csv", "No new dependency", ("pandas",)), ("stdlib csv", "no deps", ())]
+
+
+def test_the_decisions_the_model_leaves_out_follow_its_own(settings, monkeypatch):
+    """A small model keeps a third of a session's decisions: the ones the extractive note quotes from the session and
+    no pick of the model restates follow the model's, so an LLM note never states fewer than the extractive one."""
+    monkeypatch.undo()  # the real quoted decisions, not the fixture's none
+    monkeypatch.setattr(summarise, "_end_state", lambda session, facts: ("unresolved", ""))
+    session, chunks, facts = F.ledger(2)
+    chunk = {"phase_title": "CSV export", "done": "Wrote the exporter.", "outcome": "done", "decisions": [
+        {"choice": "use the standard-library csv module instead of pandas", "rationale": "no heavy dependency"}]}
+    s = summarise.summarise_llm(session, chunks, facts, settings, Scripted(chunk=chunk), None, RunReport())
+    choices = [d.choice for d in s.decisions]
+    assert choices[0] == "use the standard-library csv module instead of pandas"  # the model's pick, explained
+    assert s.decisions[0].rationale == "no heavy dependency"
+    assert any("utf-8-sig" in c for c in choices[1:])  # the one it left out, quoted from the session
+    assert not any("pandas" in c for c in choices[1:])  # its pick is not said twice

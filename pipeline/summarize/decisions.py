@@ -445,6 +445,12 @@ def _words(text: str) -> frozenset[str]:
     return frozenset(w.lower() for w in _UNITS.findall(_CODE_SPAN.sub(lambda m: m.group(0).strip("`"), text)))
 
 
+def restates(a: str, b: str) -> bool:
+    """Whether two choices say the same thing: four in five words of the shorter (of at least three) shared."""
+    x, y = _words(a), _words(b)
+    return len(x & y) * 5 >= 4 * max(3, min(len(x), len(y)))
+
+
 def _restated(decisions: list[Decision]) -> list[Decision]:
     """Each choice once: a later sentence that says the same again ("the databases use `Set` instead of `List`"
     three replies running; "Decision: 3 NAT Gateways (one per AZ)" and "For production, I chose 3 NAT Gateways - one per

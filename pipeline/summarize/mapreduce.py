@@ -61,7 +61,7 @@ from pipeline.models import (
 )
 from pipeline.redact import redact_chunk, redact_session
 from pipeline.summarize.cache import SummaryCache, cache_key, canonical_json, schema_hash
-from pipeline.summarize.decisions import answered_questions
+from pipeline.summarize.decisions import MAX_DECISIONS, answered_questions, key_decisions, restates
 from pipeline.summarize.prompts import load_prompt
 from pipeline.summarize.schema import (
     SCHEMA_VERSION,
@@ -117,6 +117,11 @@ def _candidates(messages: Sequence[Message]) -> list[str]:
     if ex is None or not hasattr(ex, "decision_candidates"):
         return []
     return [d.choice[:240] for d in ex.decision_candidates(messages)[:8]]
+
+
+def _quoted(messages: Sequence[Message]) -> list[Decision]:
+    """The decisions the extractive note would list, each quoted from the session."""
+    return key_decisions(messages)
 
 
 def _derived_tags(session: Session, facts: Facts) -> list[str]:
@@ -485,11 +490,17 @@ def _assemble(
     # The options the user picked when the agent asked are read from the session, not left to the model: each is
     # quoted (question, option, the agent's own description of it), and a small model drops them as often as not.
     answered = [d for _i, d in answered_questions(session.messages) if d.choice.lower() not in seen]
+    # The model explains the decisions it picks; it does not get to lose the others. A small model keeps a third of
+    # the decisions the session states (0.40 recall on the test part, where the extractive note's quoted ones reach
+    # 0.60), so the decisions the extractive note quotes that no pick of the model restates follow the model's, in
+    # the session's order.
+    listed = [*answered, *kept]
+    quoted = [d for d in _quoted(session.messages) if not any(restates(d.choice, x.choice) for x in listed)]
     summary = SessionSummary(
         title=session.title or overview.title,
         goal=overview.goal,
         phases=tuple(p.model_copy(update={"done": account(p.done)}) for p in phases),
-        decisions=(*answered, *kept)[:12],
+        decisions=(*listed, *quoted)[:MAX_DECISIONS],
         output_files=tuple(facts.output_files),
         open_items=tuple(dict.fromkeys(o for o in open_items if founded(o))),
         errors=tuple(errors),
