@@ -2031,6 +2031,9 @@ def test_an_option_the_user_picks_by_its_label_from_the_agents_own_words_is_a_de
     [z] = key_decisions([u("做个记账工具"), a(listed), u("a"), a("好的")])
     assert z.choice == "你希望数据怎么保存？ → 本地 SQLite 文件" and z.rejected == ("远程 PostgreSQL", "只在内存里")
     assert key_decisions([u("clarify"), a(table), u("b, but make it configurable please"), a("ok")]) == []
+    # a heading that names no question puts none before the option
+    [h] = key_decisions([u("clarify"), a("## Summary\n\n" + table.split("\n\n", 1)[1]), u("b"), a("Recorded.")])
+    assert h.choice == "3 attempts max"
     one = "Options:\nA) keep the cache"  # one option is no choice
     assert key_decisions([u("what now?"), a(one), u("a"), a("Kept.")]) == []
     assert key_decisions([u("deploy it"), a("Deployed to staging."), u("b")]) == []

@@ -583,8 +583,10 @@ _OPTION_LINE = re.compile(r"^[ \t]*(?:[-*][ \t]+)?(?:\*\*)?(?:Option[ \t]+)?([A-
                           r"[ \t]*(?:[-–—:][ \t]*)?(\S.*)$", re.M)
 #: "**Recommended:** Option B — It minimizes incorrect estimates…": the agent's own reason for an option.
 _RECOMMENDED = re.compile(r"\bRecommended:?(?:\*\*)?:?\s*(?:Option\s+)?([A-Z]|\d{1,2})\b\s*[-–—:]*\s*(.*)", re.I)
-#: The question an option list answers: a "Question 3: …" heading, else the last line that asks.
-_QUESTION_HEAD = re.compile(r"^#{1,6}\s*(?:Question\s*\d+\s*[:.]\s*)?(.+?)\s*$", re.M)
+#: The question an option list answers: the last line that asks, else a "Question 3: …" heading or bold line (another
+#: heading, "## Summary", names no question).
+_QUESTION_HEAD = re.compile(r"^(?:#{1,6}\s*|\*\*)(?:Question|Pregunta|Frage|Questão|问题|問題|質問|질문)\s*\d*\s*[:.：]\s*"
+                            r"(.+?)\s*(?:\*\*)?\s*$", re.M)
 #: A reply that is an option's label and nothing more ("b", "Option B", "2."), or takes the recommendation.
 _BARE_PICK = re.compile(r"^(?:option\s*)?([a-z]|\d{1,2})[.)]?$", re.I)
 _TAKES_RECOMMENDED = re.compile(r"^(?:yes|y|ok|okay|recommended|sí|si|sim|oui|ja|是|好|可以|はい)[.!]?$", re.I)
