@@ -2037,3 +2037,33 @@ def test_an_option_the_user_picks_by_its_label_from_the_agents_own_words_is_a_de
     one = "Options:\nA) keep the cache"  # one option is no choice
     assert key_decisions([u("what now?"), a(one), u("a"), a("Kept.")]) == []
     assert key_decisions([u("deploy it"), a("Deployed to staging."), u("b")]) == []
+
+
+def test_a_check_that_passed_while_the_users_failure_was_there_does_not_verify_its_fix() -> None:
+    """A blind set's false success (Codex): unit tests passed, the user pasted the browser console ("mainApp.js:17
+    Uncaught (in promise) ReferenceError: auth is not defined"), the agent patched the file, ran the same unit tests
+    (green again: they mock what broke in the browser) and said "Deploy this version and the app should render". The
+    console's uncaught exception is a failed run; a command that had passed before it tells nothing of the fix, nor
+    does the edit; a check that had not run before (the build) does."""
+    def call(cid: str, name: str, args: dict[str, Any]) -> Message:
+        return a("", calls=(ToolCall(id=cid, name=name, arguments=args),))
+
+    def out(cid: str, text: str) -> Message:
+        return Message(role="tool", tool_call_id=cid, content=text)
+
+    patch = "*** Begin Patch\n*** Update File: web/src/mainApp.js\n@@\n-  auth.currentUser\n+  currentUser\n*** End Patch"
+    green = "Exit code: 0\nOutput:\n ✓ tests/unit/grid.state.test.js (3 tests)\n Test Files  7 passed (7)"
+    before = [u("Add Google sign-in to the app"), call("p1", "apply_patch", {"input": patch.replace("currentUser", "x")}),
+              out("p1", "Success. Updated the following files:\nM web/src/mainApp.js"),
+              call("t1", "shell_command", {"command": "cd web; npm test"}), out("t1", green),
+              a("Added sign-in; all tests pass (7 suites).")]
+    console = u("[app] booting JulesJenga\nmainApp.js:17  Uncaught (in promise) ReferenceError: auth is not defined\n"
+                "    at Object.home (mainApp.js:17:15)\n    at showHome (mainApp.js:34:17)")
+    fix = [call("p2", "apply_patch", {"input": patch}), out("p2", "Success. Updated the following files:\nM web/src/mainApp.js")]
+    claim = a("Fixed the `auth is not defined` runtime: `mainApp.js` keeps a `currentUser` from the auth listener. Tests "
+              "remain green. Deploy this version and the app should render without the auth reference error.")
+    again = [call("t2", "shell_command", {"command": "cd web;  npm test"}), out("t2", green)]
+    v = _verdict(*before, console, *fix, *again, claim)
+    assert v.state == "unknown" and "the user showed failed" in v.reason, v
+    build = [call("b1", "shell_command", {"command": "cd web; npm run build"}), out("b1", "Exit code: 0\n✓ built in 1.2s")]
+    assert _verdict(*before, console, *fix, *build, claim).state == "resolved"

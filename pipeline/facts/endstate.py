@@ -71,7 +71,7 @@ from pipeline.facts.turns import (
     split_paste,
     user_words,
 )
-from pipeline.models import EndState, Facts, Message, Session
+from pipeline.models import EndState, Facts, Message, Session, ToolCall
 from pipeline.screen import Screen
 
 _DONE = re.compile(
@@ -400,10 +400,12 @@ def _unchecked_source_change(msgs: Sequence[Message]) -> bool:
 
 
 #: A line of a run's output that reports it failed: a traceback, an exception or error class with its message, a
-#: compiler's "error:", a test runner's FAILED, npm's ERR!, git's fatal.
+#: compiler's "error:", a test runner's FAILED, npm's ERR!, git's fatal, a browser console's uncaught exception
+#: ("mainApp.js:17  Uncaught (in promise) ReferenceError: auth is not defined").
 _RUN_ERROR = re.compile(r"^\s*(?:\[[\d:.]+\]\s*|\d{4}-\d\d-\d\dT[\d:.]+Z?\s+)?"  # a CI log's time stamp ("[01:43:22.024] ")
                         r"(?:Traceback \(most recent call last\)|[\w.]*(?:Error|Exception)(?:\s*\[\w+\])?:\s\S"
-                        r"|error(?:\[\w+\])?:\s|FAILED\b|npm ERR!|fatal:\s|Failed to compile\b)", re.M)
+                        r"|error(?:\[\w+\])?:\s|FAILED\b|npm ERR!|fatal:\s|Failed to compile\b"
+                        r"|(?:\S+:\d+(?::\d+)?\s+)?Uncaught (?:\(in promise\) )?[\w.]*(?:Error|Exception)\b)", re.M)
 
 
 def _pasted_failure(text: str) -> bool:
@@ -425,10 +427,19 @@ def _unverified_fix(msgs: Sequence[Message]) -> int | None:
         return None
     if not (shows_edit(after) or any(t.action != "read" for t in file_touches(after))):
         return None
-    # Reading the file again tries nothing: only a call that runs something (a command, a browser, a test tool) can.
-    results = {m.tool_call_id for m in after if m.role == "tool" and m.tool_call_id}
-    tried = any(c.id in results and (c.name.lower() in COMMAND_TOOLS or not _looks_only(c.name))
-                for m in after if m.role == "assistant" for c in m.tool_calls)
+    # Reading the file again tries nothing, nor does the edit itself: only a call that runs something (a command, a
+    # browser, a test tool) can. Nor does a command that had passed before the user's failed run: green while the
+    # failure was there (unit tests that mock what broke in the browser), it cannot tell the fix worked.
+    results = {m.tool_call_id: m for m in msgs if m.role == "tool" and m.tool_call_id}
+
+    def command(c: ToolCall) -> str:
+        return " ".join((call_command(c.arguments, results[c.id or ""]) or "").split())
+
+    blind = {command(c) for m in msgs[:pasted] if m.role == "assistant" for c in m.tool_calls
+             if c.name.lower() in COMMAND_TOOLS and c.id in results and not result_failed(results[c.id])}
+    tried = any(command(c) not in blind if c.name.lower() in COMMAND_TOOLS
+                else not _looks_only(c.name) and not _CHANGE_TOOL.search(c.name)
+                for m in after if m.role == "assistant" for c in m.tool_calls if c.id in results)
     return None if tried else pasted
 
 
