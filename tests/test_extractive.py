@@ -1993,8 +1993,8 @@ def test_the_options_the_user_picked_when_asked_are_decisions() -> None:
 def test_check_that_asks_are_answered_by_what_the_check_finds() -> None:
     """"check that there are no blocking dependencies in tasks.md" after the work (a blind set's spec-kit session) is a
     question in the imperative: the reply "no blocking dependency violations" answers it, and the work stands as the
-    spec-kit template's ask left it; the template's own "WRONG" examples are no complaint of the user's. An answer that
-    finds what the user asked to rule out leaves the work in doubt."""
+    spec-kit template's ask left it; the template's own "WRONG" examples are no complaint of the user's. So is "any
+    issues left?" in any language. An answer that finds what the user asked to rule out leaves the work in doubt."""
     template = ("\n## User Input\n\n```text\nEdit specs/001/tasks.md: renumber the tasks.\n```\n\n"
                 "You **MUST** consider the user input. Examples: WRONG: `T1 setup`, RIGHT: `T001 Setup`.")
     work = [u(template), a("", calls=(ToolCall(id="e1", name="apply_patch", arguments={
@@ -2006,6 +2006,12 @@ def test_check_that_asks_are_answered_by_what_the_check_finds() -> None:
     assert _verdict(*work, ask, clean).state == "resolved"
     blocked = a("T014 depends on T020, which comes later: that dependency is still broken and blocks US1.")
     assert _verdict(*work, ask, blocked).state != "resolved"
+    # a yes/no question whether a problem is left asks, it reports none (a blind set's Turkish spec-kit session)
+    for question, none_left in (("var mı bir sorun?", "Hayır, şu anda fark edilen bir sorun yok; görevler uyumlu."),
+                                ("any issues left?", "No, the tasks are consistent."),
+                                ("还有问题吗？", "没有了，任务顺序一致。")):
+        assert _verdict(*work, u(question), a(none_left)).state == "resolved", question
+    assert _verdict(*work, u("any issues left?"), blocked).state != "resolved"
 
 
 def test_an_option_the_user_picks_by_its_label_from_the_agents_own_words_is_a_decision() -> None:

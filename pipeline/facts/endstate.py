@@ -145,7 +145,13 @@ _INFO_ASK = re.compile(
     r"|教えて|説明して|なぜ|どうして|どのように|ですか|ますか|でしょうか", re.I)
 # A request to check that something holds ("check that there are no blocking dependencies in tasks.md", "verify
 # whether the migrations match the models"): a question in the imperative, answered by what the check finds.
-_CHECK_ASK = re.compile(r"^(?:please\s+)?(?:check|verify|confirm|make sure|ensure|double[- ]check)\s+(?:that|whether|if)\b", re.I)
+# So is a yes/no question whether a problem is left ("any issues?", "is there a problem?", "var mı bir sorun?",
+# "还有问题吗？", "問題はありますか？"): it names a problem it asks about, it reports none.
+_CHECK_ASK = re.compile(
+    r"^(?:please\s+)?(?:check|verify|confirm|make sure|ensure|double[- ]check)\s+(?:that|whether|if)\b"
+    r"|^(?:(?:so|and|ok(?:ay)?)[,\s]+)?(?:are there|is there|any)(?: \w+){0,2} (?:issues?|problems?|errors?|bugs?)"
+    r"(?: \w+){0,3}\s*[?？]$|^(?:bir )?(?:sorun|problem|hata) var m[ıi]\s*[?？]?$|^var m[ıi] bir (?:sorun|problem|hata)\s*[?？]?$"
+    r"|^(?:还)?(?:有没有|有)(?:什么)?问题(?:吗|么)?\s*[?？]$|^問題(?:は|が)?(?:あります|ある)か?\s*[?？]?$", re.I)
 # Work asked for politely as a question ("can you add tests?", "高度可以调整小一些吗").
 _WORK_REQUEST = re.compile(r"\b(?:can|could|would|will) you\b(?!\s+(?:explain|tell|show|describe|summari[sz]e|list))"
                            r"|^please\b|请你|请帮|帮我|帮忙|麻烦|可以|能否|能不能|可不可以|要不要", re.I)
@@ -772,7 +778,8 @@ def _answered(ask: str, tail: Sequence[Message]) -> str | None:
     if review:
         pass  # a review is asked for its findings, "potential issues" included
     elif not _only_words(prose, text, prose) or (
-            _PROBLEM.search(prose) and not (_WAS_WRONG.search(prose) and not _STILL.search(prose))):
+            _PROBLEM.search(prose) and not (_WAS_WRONG.search(prose) and not _STILL.search(prose))
+            and not _CHECK_ASK.search(prose)):
         return None  # "explain the flow and then fix the handler" asks for work as well as an answer
     replies = _replies(tail)
     if not replies or _announces(replies[-1]):
