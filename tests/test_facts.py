@@ -807,7 +807,8 @@ def test_a_lead_names_its_file_past_a_rule_and_by_its_module() -> None:
 
 def test_a_subagents_report_names_the_files_it_changed() -> None:
     """A subagent's edits are in its own transcript; the parent keeps its report. Its files section and
-    Hermes's own "subagent modified files" note count; a section of files it only read does not."""
+    Hermes's own "subagent modified files" note count; a section of files it only read does not. A bare name in
+    the report is the one path the session touched that ends with it."""
     report = ("Done: the quote endpoint works.\n\n**Files modified:**\n- `api/src/routes/quotes.ts` (new handler)\n"
               "- api/src/libs/price.ts\n\n## Files created\n1. `api/tests/quotes.spec.ts`\n\n"
               "Key files reviewed:\n- api/src/store/models/price.ts\n")
@@ -822,6 +823,11 @@ def test_a_subagents_report_names_the_files_it_changed() -> None:
         ("docs/usage.md", "modified"), ("src/parser.py", "modified"), ("tests/test_parser.py", "modified")]
     explore = "## Key files\n- `api/src/store/models/invoice.ts`\n\nI read `price.ts` and found the tiers."
     assert touches(u("x"), call("e", "Task", {"subagent_type": "Explore"}), result("e", explore)) == []
+    # a report's bare name is the one path the session touched that ends with it (not a second "file")
+    edit = (call("w1", "Write", {"file_path": "app/components/TextTypeCard.tsx", "content": "x"}), result("w1", "ok"))
+    bare = "**Critical changes:**\n- Modified `TextTypeCard.tsx` (defensive checks)\n- Modified `Other.tsx`\n"
+    assert touches(u("x"), *edit, call("t2", "Task", {"prompt": "…"}), result("t2", bare)) == [
+        ("app/components/TextTypeCard.tsx", "created"), ("Other.tsx", "modified")]
 
 
 def test_hermes_execute_code_writes_are_read_from_the_script() -> None:

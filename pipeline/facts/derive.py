@@ -670,7 +670,11 @@ def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source:
                     for path, base in _staged(call, result, out, said):
                         out.add(path, "modified", "git_add", base)
     if edits is None:
-        return _at_home(out.result())
+        touches = out.result()
+        if any("/" not in t.path and (t.tool or "").lower() in _SUBAGENT_TOOLS for t in touches):
+            # A subagent's bare "TextTypeCard.tsx" is the one path the session touched that ends with it.
+            touches = _resolve_bare_names(touches, [t.path for t in touches])
+        return _at_home(touches)
     # The locator already holds every path the session shows: the same set names the bare ones.
     return _at_home(_resolve_bare_names(out.result(), edits.locator.shown))
 
@@ -1314,7 +1318,9 @@ def _resolve_bare_names(touches: list[FileTouch], seen: Sequence[str]) -> list[F
     """Give a file inferred from prose by its bare name ("tasks.ts") the one path the session shows
     for it elsewhere (a stack trace's ``src/domain/tasks.ts:81``, a test run, a later read); a name
     two different paths end with stays bare, or goes when one of them is listed as changed already."""
-    bare = [t for t in touches if "/" not in t.path and t.tool in ("edit_block", "claim")]
+    # A subagent's report names files as it likes ("- Modified `TextTypeCard.tsx`"): by bare name too.
+    bare = [t for t in touches if "/" not in t.path and (t.tool in ("edit_block", "claim")
+                                                        or (t.tool or "").lower() in _SUBAGENT_TOOLS)]
     if not bare:
         return touches
     renamed: dict[str, str] = {}
