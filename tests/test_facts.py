@@ -177,7 +177,8 @@ def test_codex_apply_patch_headers() -> None:
 
 
 def test_a_patch_codex_did_not_apply_touches_nothing() -> None:
-    """Codex reports a failed apply_patch in plain text, with no exit code; a later patch that applies counts."""
+    """Codex reports a failed apply_patch in plain text, with no exit code (through a shell too); a later patch that
+    applies counts."""
     patch = "*** Begin Patch\n*** Update File: app/layout.tsx\n@@\n-a\n+b\n*** End Patch"
     added = "*** Begin Patch\n*** Add File: lib/x.ts\n+x\n*** End Patch"
     assert touches(
@@ -186,6 +187,10 @@ def test_a_patch_codex_did_not_apply_touches_nothing() -> None:
         call("q", "apply_patch", {"input": added}), result("q", "patch rejected: empty patch"),
         call("r", "apply_patch", {"input": added}), result("r", "aborted by user after 12.0s"),
     ) == []
+    # run through a shell (Codex's ``["bash", "-lc", "apply_patch <<'PATCH' …"]``): the same plain-text failure
+    shell = ["bash", "-lc", f"apply_patch <<'PATCH'\n{patch}\nPATCH"]
+    assert touches(call("s", "shell", {"command": shell}),
+                   result("s", "apply_patch verification failed: Failed to read file to update /w/app/layout.tsx")) == []
     assert touches(
         call("p", "apply_patch", {"input": patch}), result("p", "apply_patch verification failed: no hunks found"),
         call("q", "apply_patch", {"input": patch}),
@@ -1264,6 +1269,10 @@ def test_output_options_name_the_file_a_command_writes() -> None:
     assert files("pandoc README.md -o out/readme.pdf") == ["out/readme.pdf"]
     assert files("curl -sL -o data/x.zip https://example.com/x.zip") == ["data/x.zip"]
     assert files("python report.py --output=site/index.html") == ["site/index.html"]
+    cert = ("openssl req -x509 -nodes -newkey rsa:2048 -keyout certs/localhost-key.pem -out certs/localhost-cert.pem "
+            "-subj /CN=localhost")
+    assert files(cert) == ["certs/localhost-key.pem", "certs/localhost-cert.pem"]
+    assert files("openssl x509 -in certs/localhost-cert.pem -noout -text") == []  # reads only
     # -o is not an output everywhere, and a directory or a format is not a file
     assert files("unzip -o data/x.zip") == files("pytest -o addopts=-q tests/a.py") == []
     assert files("tsc --outDir dist") == files("tool --output json") == files("vite build --out dist") == []

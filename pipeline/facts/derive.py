@@ -422,8 +422,8 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
         # ``bash -lc "apply_patch <<…"`` or a script's ``const patch = "…"``: the patch is one of the strings.
         patch = next((v for v in arg_strings(args) if _has_patch(v)), patch)
     if _has_patch(patch):
-        if failed:
-            return  # the patch did not apply
+        if failed or (result_msg is not None and _PATCH_REJECTED.match(result_msg.content)):
+            return  # the patch did not apply (through a shell too: "apply_patch verification failed", no exit code)
 
         for path, action in _patch_ops(patch):
             out.add(path, action, name, None, True)  # a header is the file's name as written, no shell

@@ -325,13 +325,16 @@ _PS_VALUED = frozenset({"-path", "-literalpath", "-destination", "-filepath", "-
                         "-filter", "-include", "-exclude", "-encoding", "-credential"})
 #: A command can change a file only through a redirect, one of these words (also inside ``sh -c``) or an
 #: output option.
-_MAYBE_FILE_OP = re.compile(r">|\b(?:mv|cp|rm|unlink|touch|tee|sed|perl|yq)\b|--out|\s-[oO]\s|" + _CMDLETS)
+_MAYBE_FILE_OP = re.compile(r">|\b(?:mv|cp|rm|unlink|touch|tee|sed|perl|yq|openssl)\b|--out|\s-[oO]\s|" + _CMDLETS)
 #: Options that name the file a command writes (``node gen.mjs --out deck.pptx``, ``pandoc -o a.pdf``).
 _OUT_OPTIONS = frozenset({"--out", "--output", "--outfile", "--out-file", "--output-file"})
 #: Commands whose short ``-o`` (``wget``: ``-O``) is their output file; elsewhere ``-o`` means anything
 #: (``unzip -o`` overwrites, ``pytest -o`` sets an ini option).
 _SHORT_OUT = {"curl": "-o", "gcc": "-o", "g++": "-o", "cc": "-o", "clang": "-o", "clang++": "-o", "pandoc": "-o",
               "sort": "-o", "wget": "-O", "rustc": "-o", "nvcc": "-o"}
+#: openssl writes its output and a new key where ``-out`` and ``-keyout`` say (``openssl req -x509 -newkey rsa:2048
+#: -keyout certs/key.pem -out certs/cert.pem``).
+_OPENSSL_OUT = frozenset({"-out", "-keyout"})
 # An output file has a name with an extension: "--out dist" is a directory, "--output json" a format.
 _FILE_NAME = re.compile(r"^[^=\s]*[^/=\s]\.[A-Za-z0-9]{1,8}$")
 
@@ -343,7 +346,8 @@ def _out_files(cmd: str, args: list[str]) -> list[str]:
         flag, eq, value = a.partition("=")
         if eq and flag in _OUT_OPTIONS:
             found.append(value)
-        elif (a in _OUT_OPTIONS or a == _SHORT_OUT.get(cmd)) and j + 1 < len(args):
+        elif (a in _OUT_OPTIONS or a == _SHORT_OUT.get(cmd) or (cmd == "openssl" and a in _OPENSSL_OUT)) \
+                and j + 1 < len(args):
             found.append(args[j + 1])
     return [f for f in found if _FILE_NAME.match(f)]
 
