@@ -2073,3 +2073,22 @@ def test_a_check_that_passed_while_the_users_failure_was_there_does_not_verify_i
     assert v.state == "unknown" and "the user showed failed" in v.reason, v
     build = [call("b1", "shell_command", {"command": "cd web; npm run build"}), out("b1", "Exit code: 0\n✓ built in 1.2s")]
     assert _verdict(*before, console, *fix, *build, claim).state == "resolved"
+
+
+def test_work_an_earlier_round_left_open_that_the_session_never_took_up_keeps_it_from_resolved() -> None:
+    """A blind set's false success (Claude Code on Windows): the first round of review fixes closed on "What needs
+    Logan's decision: 1. Approve decisions 18–21 …", the user pasted a new batch of findings for another file, and the
+    session ended on "All 3 issues fixed". The decisions handed over were never taken up: not resolved. An open item
+    the next ask takes up ("approve decisions 18-21") is no longer left open, and the user's confirmation stands."""
+    first = [u("Apply the review findings to the vault"), a(
+        "## Summary\n\nFixed `David Leroy.md` and renamed the README.\n\n**What needs Logan's decision:**\n"
+        "1. Approve or modify decisions 18–21 in DECISIONS.md\n2. Decide whether to extract the persona orientation "
+        "section\n")]
+    last = [u("Fix the following issues in Troubleshoot Terminal.md: line 17 needs a colon"),
+            a("✅ **All 3 issues fixed:** line 17 now ends with a colon.")]
+    v = _verdict(*first, *last)
+    assert v.state == "unknown" and "earlier reply left work open" in v.reason, v
+    took_up = [u("Approve decisions 18-21 and extract the persona orientation section"),
+               a("Done: decisions 18–21 approved in DECISIONS.md and the persona orientation section extracted.")]
+    assert _verdict(*first, *took_up).state == "resolved"
+    assert _verdict(*first, *last, u("it works now, thanks")).state == "resolved"

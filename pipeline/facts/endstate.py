@@ -44,6 +44,7 @@ the tables cover English and Chinese, plus the commonest pt/es/fr/de phrasings.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -909,7 +910,29 @@ def judge_end_state(session: Session, facts: Facts | None = None) -> EndVerdict:
                      and not _IF.match(s) and not _NOT_OURS.search(s)), None)
         if left is not None or _open_work_section(msgs[verdict.index].content):
             return _verdict("unresolved", "the final reply lists work still left or failing", msgs, verdict.index)
+    if not verdict.reason.startswith(("the user confirmed", "the user closed")) \
+            and (earlier := _left_open_earlier(msgs, verdict.index)) is not None:
+        return _verdict("unknown", "an earlier reply left work open (a decision handed to the user, items not done) that "
+                        "no later message took up", msgs, earlier, doubted=True)
     return verdict
+
+
+def _left_open_earlier(msgs: Sequence[Message], until: int | None) -> int | None:
+    """Index of a reply that closed an earlier round of work with an open-work section (``_open_work_section``: "What
+    needs Logan's decision:", "Offene Punkte:") when the user's next message asked for something else: the session
+    moved on, and what that reply left open stays open, whatever the last round claims."""
+    asks = [i for i, m in enumerate(msgs[:until]) if _kind(m) == "ask"]
+    for ask in asks[1:]:
+        closing = next((i for i in range(ask - 1, -1, -1) if msgs[i].role == "assistant" and msgs[i].content.strip()), None)
+        items = _open_work_items(msgs[closing].content) if closing is not None else []
+        # The next ask takes the open work up when it names what the items name ("approve decisions 18–21").
+        named = {w.lower() for w in _WORD.findall(" ".join(items))}
+        if items and len(named & {w.lower() for w in _WORD.findall(user_words(msgs[ask].content))}) < 2:
+            return closing
+    return None
+
+
+_WORD = re.compile(r"[^\W\d_]{4,}|\d+(?:[–-]\d+)?|[\u3400-\u9fff]{2}")
 
 
 #: An ask to save or export the conversation itself ("export a transcript of all of this chat", "выгрузи весь наш диалог",
@@ -936,6 +959,9 @@ def _exports_the_chat(msgs: Sequence[Message]) -> int | None:
 #: "Pendientes", "残タスク"): the items under it are not done, whatever "Erledigt" says above them.
 _OPEN_WORK_HEAD = re.compile(
     r"^[#*\s]*(?:open (?:to-?dos?|tasks|items|work)|outstanding (?:items|tasks|work)|still open|not (?:yet )?done"
+    # decisions handed to the user: "What needs Logan's decision:", "Needs your approval", "Pending decisions"
+    r"|(?:what )?needs? (?:your|\w+['’]s) (?:decision|approval|input)|awaiting (?:your )?(?:decision|approval)"
+    r"|(?:pending|open) decisions?|decisions? (?:needed|required)"
     r"|offene (?:to-?dos?|punkte|aufgaben)|noch offen|verbleibende (?:aufgaben|punkte|schritte)|restarbeiten"
     r"|(?:tareas |trabajo )?pendientes?|queda(?:n)? por hacer|pend[eê]ncias|tarefas pendentes|itens em aberto|falta fazer"
     r"|reste à faire|points (?:ouverts|en suspens)|tâches restantes|punti aperti|attività (?:rimanenti|da fare)"
@@ -949,12 +975,22 @@ _NOTHING_OPEN = re.compile(r"^[-*•\s]*(?:none|n/a|nothing|keine?s?|nichts|ning
 
 def _open_work_section(text: str) -> bool:
     """``text`` has an open-work heading (``_OPEN_WORK_HEAD``) with an item under it that is not "none"."""
+    return bool(_open_work_items(text))
+
+
+def _open_work_items(text: str) -> list[str]:
+    """The items under the first open-work heading (``_OPEN_WORK_HEAD``) of ``text``, or none when its first item says
+    there is nothing ("- keine")."""
     lines = [ln.strip() for ln in text.splitlines()]
     for i, line in enumerate(lines):
         if line and _OPEN_WORK_HEAD.match(line):
-            first = next((ln for ln in lines[i + 1:] if ln), "")
-            return bool(first) and first.startswith(("-", "*", "•", "1.", "1)")) and not _NOTHING_OPEN.match(first)
-    return False
+            rest = list(itertools.dropwhile(lambda ln: not ln, lines[i + 1:]))
+            items = list(itertools.takewhile(lambda ln: ln.startswith(_ITEM_MARKS), rest))
+            return [] if not items or _NOTHING_OPEN.match(items[0]) else items
+    return []
+
+
+_ITEM_MARKS = ("-", "*", "•", *(f"{n}{p}" for n in range(1, 10) for p in ".)"))
 
 
 #: VS Code Copilot through SpecStory shows each applied edit as an empty fence (its code is not exported).
