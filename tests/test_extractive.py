@@ -2092,3 +2092,32 @@ def test_work_an_earlier_round_left_open_that_the_session_never_took_up_keeps_it
                a("Done: decisions 18–21 approved in DECISIONS.md and the persona orientation section extracted.")]
     assert _verdict(*first, *took_up).state == "resolved"
     assert _verdict(*first, *last, u("it works now, thanks")).state == "resolved"
+
+
+def test_an_announced_step_made_in_the_same_message_and_a_closed_todo_list_end_no_run_mid_work() -> None:
+    """Two blind sets' missed successes (Claude Code app builds): "Build is clean. Deploying now." with the deploy call
+    in the same message ("✅ Deployment erfolgreich!"), then only a TodoWrite marking every item completed. The step
+    was made and the list closed: judged on its evidence (the build passed after the last change), not "stopped
+    mid-work". An item left open, or more work after the announcement, is still a run cut short."""
+    def call(cid: str, name: str, args: dict[str, Any], text: str = "") -> Message:
+        return a(text, calls=(ToolCall(id=cid, name=name, arguments=args),))
+
+    def out(cid: str, text: str) -> Message:
+        return Message(role="tool", tool_call_id=cid, content=text)
+
+    work = [u("Build the dashboard and deploy it"),
+            call("w", "Write", {"file_path": "/home/user/app/src/pages/Dashboard.tsx", "content": "x"}),
+            out("w", "File created successfully at: /home/user/app/src/pages/Dashboard.tsx"),
+            call("b", "Bash", {"command": "npm run build 2>&1"}), out("b", "> tsc -b && vite build\n✓ built in 4.1s"),
+            call("d", "mcp__deploy_tools__deploy_to_github", {}, "Build is clean. Deploying now."),
+            out("d", "✅ Deployment erfolgreich! Code wurde gepusht.")]
+
+    def todos(*statuses: str) -> list[Message]:
+        items = [{"content": f"step {i}", "status": st, "activeForm": "x"} for i, st in enumerate(statuses)]
+        return [call("t", "TodoWrite", {"todos": items}), out("t", "Todos have been modified successfully.")]
+
+    assert _verdict(*work, *todos("completed", "completed")).state == "resolved"
+    assert _verdict(*work, *todos("completed", "in_progress")).state == "unresolved"
+    assert _verdict(*work).state == "unresolved"  # nothing after the announcement: the export may have stopped there
+    more = [call("g", "Grep", {"pattern": "TODO"}), out("g", "src/a.ts:3: TODO")]
+    assert _verdict(*work, *more).state == "unresolved"

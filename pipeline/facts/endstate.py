@@ -747,7 +747,8 @@ def _cut_off(tail: Sequence[Message], final: str) -> bool:
                  if m.role != "system" and not (m.role == "assistant" and not m.tool_calls and not m.content.strip())),
                 None)
     if last is None or last.role == "tool" or (last.role == "assistant" and last.tool_calls):
-        return last is not None and not _claims_done(final) and not _looked_after_saying(tail, last)
+        return (last is not None and not _claims_done(final) and not _looked_after_saying(tail, last)
+                and not _carried_out(tail))
     text = last.content.strip()
     if sum(1 for ln in text.splitlines() if ln.lstrip().startswith("```")) % 2:
         return True  # the export ends inside a fence
@@ -756,6 +757,34 @@ def _cut_off(tail: Sequence[Message], final: str) -> bool:
     if mid and not (mid.group(1) and _PARTICLE_VERB.match(mid.group(1))):
         return True
     return text.endswith((":", "：")) or bool(sentences and _NEXT_STEP.search(sentences[-1]))
+
+
+#: A tool that only keeps the agent's own list (Claude Code's ``TodoWrite``, Codex's ``update_plan``): bookkeeping,
+#: not work.
+_BOOKKEEPING = re.compile(r"todo|update_plan", re.I)
+
+
+def _carried_out(tail: Sequence[Message]) -> bool:
+    """The last reply announced a step ("Build is clean. Deploying now.") and made it in the same message: its calls all
+    came back without failure, and after them the agent only updated its to-do list, with nothing on it left open. The
+    announcement was kept and the list closed, so the export did not stop mid-work."""
+    results = {m.tool_call_id: m for m in tail if m.role == "tool" and m.tool_call_id}
+    said = next((i for i in range(len(tail) - 1, -1, -1) if tail[i].role == "assistant" and tail[i].content.strip()), None)
+    if said is None or not tail[said].tool_calls:
+        return False
+    later = [c for m in tail[said + 1:] if m.role == "assistant" for c in m.tool_calls]
+    if not later or not all(_BOOKKEEPING.search(c.name) and _list_closed(c.arguments) for c in later):
+        return False  # more work after it (a search, an edit), or items still open: the run stopped there
+    return all((r := results.get(c.id or "")) is not None and not result_failed(r)
+               for c in (*tail[said].tool_calls, *later))
+
+
+def _list_closed(args: object) -> bool:
+    """A to-do update (``{"todos": [{"content", "status"}]}``, Codex's ``{"plan": [{"step", "status"}]}``) with every item
+    completed."""
+    items = (args.get("todos") or args.get("plan")) if isinstance(args, dict) else None
+    return isinstance(items, list) and bool(items) and all(
+        isinstance(i, dict) and str(i.get("status", "")).lower() in ("completed", "done", "cancelled") for i in items)
 
 
 def _only_words(prose: str, words: bool, polite: str) -> bool:
