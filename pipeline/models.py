@@ -200,6 +200,8 @@ _SCRATCH = re.compile(
     r"|(?:^|[\\/])\.(?:gitkeep|keep)$"
     # a folder named as scratch: tmp/, .tmp/, temp/, .deploy-tmp/, build_tmp/ (a file named tmp.py is no folder)
     r"|(?:^|[\\/])(?:[\w.-]*[-_.])?(?:tmp|temp)[\\/]"
+    # a file named as scratch: .tmp_check.py, tmp_report.txt, temp-out.json (tmp.py itself is a name like any other)
+    r"|(?:^|[\\/])(?:\.(?:tmp|temp)[._-]|(?:tmp|temp)[_-])[^\\/]+$"
     r"|[\\/]$", re.I)
 
 

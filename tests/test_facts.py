@@ -1068,6 +1068,11 @@ def test_outputs_leave_out_deletions_scratch_and_directories() -> None:
     f = derive_facts(s)
     assert f.output_files == ["docs/notes.md"]
     assert f.deleted_files == ["notes.txt", "old.py"]
+    # a file named as scratch (a blind set's ".tmp_material_check.py" and its report); tmp.py is a name like any other
+    s = session(call("c2", "terminal", {"command": "python .tmp_material_check.py > .tmp_material_report.txt && "
+                                                   "echo x > tmp_probe.json && echo y > tmp.py"}),
+                result("c2", {"output": "", "exit_code": 0}))
+    assert derive_facts(s).output_files == ["tmp.py"]
 
 
 def test_a_scratch_folder_and_an_untracked_file_are_neither_outputs_nor_deletions() -> None:
