@@ -1567,3 +1567,28 @@ def test_diffs_that_open_a_reply_straight_after_one_file_was_read_edit_that_file
     assert edited(u("cache the fixes"), *read("r1", "src/Ctl.java", plan), *read("r2", "src/View.java"), a(DIFF)) == []
     # the agent wrote something after the read: the diffs no longer follow it straight
     assert edited(u("x"), *read("r1", "src/Ctl.java", plan), a("Looks fine."), a(hunks)) == []
+
+
+def test_a_build_log_pasted_part_by_part_does_not_outvote_the_users_own_language() -> None:
+    """A blind set's German Codex session: the user pasted Angular's build log, which the harness sent as one message
+    per part ("▲WARNING NG8113: …", "src/app/x.ts:9:19:", a code frame, "Warning occurs in the template of component
+    X." once per component), and typed German around the rest. Output lines say nothing of the user's language, a
+    message votes by the typed lines that frame its paste, and a machine line repeated with other identifiers votes
+    once: German, not English."""
+    parts = []
+    for name in ("CookieConsent", "ScrollTop", "SiteFooter", "SiteHeader", "Kontakt", "Accordion", "Gallery", "Faq"):
+        parts += [u(f"▲WARNING NG8103: The `*ngIf` directive was used in the template of {name}Component plugin "
+                    "angular-compiler"),
+                  u(f"src/app/components/{name.lower()}.component.html:1:21:\n      1 │ <div *ngIf=\"visible()\">\n"
+                    "        ╵"),
+                  u(f"Warning occurs in the template of component {name}Component.")]
+    typed = [u("continue with developing this website. there is a documentation where you find more infos."),
+             a("Sure."), u("can I run it now?"), a("Yes: npm start."), *parts,
+             u("folgende fehler nach builden: C:\\app>npx ng serve --poll 2000\nApplication bundle generation failed.\n"
+               "▲WARNING NG8113: NgIf is not used within the template of SiteFooterComponent plugin angular-compiler\n"
+               "▲WARNING NG8113: NgFor is not used within the template of SiteHeaderComponent plugin angular-compiler"),
+             u("kannst du das alles bitte machen"), u("glaube es gab ein error also es hat nicht geklappt."),
+             u("jetzt sehr viele fehler aber immerhin sieht man etwas"), u("ja mach es bitte mit den bildern"),
+             u("ich habe das bild jetzt hinzugefügt, passe den code an."), u("es gibt noch einen fehler mit dem header"),
+             u("das ist nicht das, was ich wollte"), u("jo dann bis morgen")]
+    assert derive_facts(session(*typed)).language == "de"

@@ -60,7 +60,7 @@ from pipeline.facts.shell import (
     shell_file_ops,
     staged_files,
 )
-from pipeline.facts.turns import split_paste, typed_by_user, user_words
+from pipeline.facts.turns import output_line, split_paste, typed_by_user, user_words
 from pipeline.models import Chunk, Facts, FileAction, FileTouch, Message, Session, ToolCall
 
 COMMAND_TOOLS = frozenset({
@@ -1540,7 +1540,12 @@ def infer_root(messages: Sequence[Message]) -> str | None:
 
 def _typed_words(text: str) -> str:
     split = split_paste(text)
-    return text if split is None else split[0]
+    if split is not None:
+        return split[0]
+    # A message that is all output (a harness sends each pasted part of a build log as its own message: "▲WARNING
+    # NG8113: …", "src/app/app.ts:15:2:") says nothing of the user's own language.
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return "" if lines and all(output_line(ln) for ln in lines) else text
 
 
 def work_root(session: Session) -> str | None:

@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from pipeline.facts.turns import typed_line
 from pipeline.screen import Screen
 
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
@@ -247,6 +248,29 @@ def _script_only(t: _Tally) -> _Tally:
     return _Tally(units=Counter(t.units), uk=t.uk)
 
 
+#: What tells one machine line from the next of its kind: identifiers, paths and numbers.
+_SHAPE = re.compile(r"\S*[./:\\]\S*|\b\w*[A-Z]\w*[A-Z]\w*\b|\d+")
+
+
+def _votes(texts: list[str]) -> list[_Tally]:
+    """What each message votes with in ``_own_latin``. A message with output in it votes by the typed lines that frame
+    it ("folgende fehler nach builden:" above an English build log), not by the paste; a message whose words repeat an
+    earlier one's but for identifiers and numbers (a compiler's "Warning occurs in the template of component X." sent
+    once per component) votes once."""
+    seen: set[str] = set()
+    out: list[_Tally] = []
+    for text in texts:
+        lines = [ln.strip() for ln in _prose(text).splitlines() if _WORD.search(ln)]
+        typed = [ln for ln in lines if typed_line(ln)]
+        frame = (typed[:1] + typed[-1:] if len(typed) > 1 else typed) if len(typed) < len(lines) else lines
+        shape = " ".join(_SHAPE.sub(" ", " ".join(frame)).lower().split())
+        if shape in seen:
+            continue
+        seen.add(shape)
+        out.append(_tally(frame))
+    return out
+
+
 def _framing_lines(text: str) -> list[str]:
     """The first and last prose lines of a message: where a person's own words frame a paste."""
     lines = [ln for ln in _prose(text).splitlines() if _WORD.search(ln)]
@@ -361,14 +385,15 @@ def session_language(user_texts: Iterable[str], assistant_texts: Iterable[str], 
     user = _Tally()
     for one in each:
         user.add(one)
+    frames = _votes(texts)
     if user.total >= SCARCE_USER_UNITS:
         decided = _decide(user)
         if decided not in _NON_LATIN_CODES and (own := _own_script(texts, user)):
             return own
-        if decided == "en" and (own := _own_latin(each)):
+        if decided == "en" and (own := _own_latin(frames)):
             return own
         return decided or default
-    if own := _own_latin(each):
+    if own := _own_latin(frames):
         # Little typed, but each message that says clearly which language it is in says the same one ("schreibe alles
         # auf deutsch"): the user's language, however much English the assistant wrote before it switched.
         return own

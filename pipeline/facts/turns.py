@@ -68,7 +68,11 @@ _SLASH = re.compile(r"^/[A-Za-z][\w-]*(?:\s|$)")  # "/model gpt-5", but not "/ho
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
 _LOGLINE = re.compile(
     r"^(?:\s{4,}|\t|\s*(?:Traceback|File \"|at [\w.$<]|E\s{2,}|\[?\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d|\$ |>>> |\|"
-    r"|(?:INFO|WARN|WARNING|ERROR|DEBUG|TRACE|FAILED|PASSED)\b|[\w.]*(?:Error|Exception)\b|[-=_*#~]{4,}))"
+    r"|(?:INFO|WARN|WARNING|ERROR|DEBUG|TRACE|FAILED|PASSED)\b|[\w.]*(?:Error|Exception)\b|[-=_*#~]{4,}"
+    r"|npm (?:error|ERR!|warn|WARN)\b"
+    # a compiler's diagnostic: "▲WARNING NG8113: …", "X ERROR TS2307: …", "✘ [ERROR] …", "src/app/app.ts:15:2:",
+    # "src/a.ts(3,5): error TS2322"
+    r"|[▲✘×⚠X!]\s*\[?(?:WARNING|ERROR)\b|[\w./\\-]+\.\w+:\d+:\d+:?$|[\w./\\-]+\.\w+\(\d+,\d+\): (?:error|warning)\b))"
 )
 _CLOSERS = ("no thanks", "thank you", "thanks", "thx", "that's all", "thats all", "that is all", "bye",
             "谢谢", "谢谢你", "谢谢您", "多谢", "感谢", "不用了", "就这样", "辛苦了",
@@ -94,16 +98,25 @@ UNITS = re.compile(r"[\u3400-\u9fff]|[^\W\d_\u3400-\u9fff]{2,}")
 
 #: A list item's mark ("- ", "2. ", "• "): what follows it may still be a typed sentence.
 _ITEM_MARK = re.compile(r"^(?:[-*•›]|\d{1,2}[.)、])\s+")
+#: A compiler's code frame: "  9 │   imports: NgFor, NgIf", "╵".
+_CODE_FRAME = "[│┃╵╷]"
 #: A line no one types as a sentence: a comment or heading mark, a redirect or curl's "> "/"< "/"*   ", a bracket, a
 #: ``KEY=value`` line, a container log prefix ("backend  | …"), a shell prompt ("PS C:\\app>", "C:\\app>",
-#: "ana@box:~/app$ "), a column of a table.
+#: "ana@box:~/app$ "), a column of a table, a code frame.
 _MACHINE_LINE = re.compile(r"^(?:[#<>+|$\[{}()\\/~=@%&^`'\"]|\*\s{2,}|[\w.-]+=\S|[\w.-]+\s+\|\s"
                            r"|PS [A-Za-z]:|[A-Za-z]:\\\S*>|[\w.-]+@[\w.-]+:\S*[$#]\s"
                            # a shell's own error line: "install.sh: line 5: Pay: command not found"
-                           r"|[\w./~-]+: line \d+: )|\s\|\s.*\s\|\s|: command not found$")
+                           r"|[\w./~-]+: line \d+: )|\s\|\s.*\s\|\s|: command not found$"
+                           r"|" + _CODE_FRAME)
 
 
-def _typed_line(line: str) -> bool:
+def output_line(line: str) -> bool:
+    """A line of a program's output: a log or diagnostic line (``_LOGLINE``) or a compiler's code frame."""
+    return bool(_LOGLINE.match(line) or re.search(_CODE_FRAME, line))
+
+
+def typed_line(line: str) -> bool:
+    """A line someone typed as a sentence: not a log, a diagnostic or a machine line, and three words or more."""
     body = _ITEM_MARK.sub("", line)
     return not _LOGLINE.match(line) and not _MACHINE_LINE.search(body) and len(UNITS.findall(body)) >= 3
 
@@ -114,7 +127,7 @@ def split_paste(text: str) -> tuple[str, str] | None:
     sentences (``_typed_line``), at least half of those from its first to its last; the typed lines before and after
     it are the ask. None when there is no such block (a typed list of requests is all sentences)."""
     lines = [ln.strip() for ln in _FENCE.sub("\n", text).splitlines() if ln.strip()]
-    typed = [_typed_line(ln) for ln in lines]
+    typed = [typed_line(ln) for ln in lines]
     machine = [i for i, t in enumerate(typed) if not t]
     if len(machine) < 3:  # "with finally { Shutdown(); }": a snippet typed into the ask is part of it
         return None
