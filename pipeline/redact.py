@@ -234,6 +234,15 @@ def _judge_plain(kind: str) -> Judge:
     return judge
 
 
+def _judge_bearer(m: re.Match[str], text: str) -> str | None:
+    """"Bearer <credential>", not "Bearer collision" or "Bearer authentication": a word of letters only, shorter than
+    any issued token, is prose about the scheme."""
+    v = _group(m, text, "v") or ""
+    if v.startswith(_ALREADY) or (v.isalpha() and len(v) < 20):
+        return None
+    return "BEARER_TOKEN"
+
+
 def _judge_random(kind: str) -> Judge:
     """Mask the value only if it looks random (a weak label such as ``key`` or ``--token``)."""
 
@@ -432,7 +441,7 @@ RULES: tuple[Rule, ...] = (
         "BEARER_TOKEN",
         r"bearer\s+(?P<v>[a-z0-9._~+/=\-]{8,})",
         r"bearer\s+[a-z0-9._~+/=-]{8}",
-        _judge_plain("BEARER_TOKEN"),
+        _judge_bearer,
         bad_prev=_ALNUM,
         lower=True,
     ),

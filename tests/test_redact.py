@@ -302,3 +302,14 @@ def _strings(value):
     elif isinstance(value, list):
         for v in value:
             yield from _strings(v)
+
+
+def test_bearer_before_a_word_is_prose_about_the_scheme() -> None:
+    """A blind set's review said "**Refresh + Bearer collision** — `extractToken` prefers…": the note read "Refresh +
+    Bearer [REDACTED:BEARER_TOKEN]". A letters-only word shorter than any issued token after "Bearer" is prose; a token
+    (digits, dots, a long random run) still goes."""
+    assert redact("**Refresh + Bearer collision** — extractToken prefers Authorization") == \
+        "**Refresh + Bearer collision** — extractToken prefers Authorization"
+    assert redact("use Bearer authentication here") == "use Bearer authentication here"
+    for token in ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln", "abcdefgh12345678", "abcdefghijklmnopqrstuvwxyz"):
+        assert "[REDACTED:BEARER_TOKEN]" in redact(f"send it as Bearer {token} please"), token
