@@ -186,3 +186,17 @@ def test_a_user_who_typed_little_but_clearly_in_one_language_sets_it() -> None:
     english = ["I updated the constitution and synchronised the dependent templates with the new version. " * 40]
     assert session_language(["schreibe alles auf deutsch", "ja bitte"], english) == "de"
     assert session_language(["ok", "ja bitte"], english) == "en"
+
+
+def test_prompts_another_tool_wrote_pasted_whole_do_not_outvote_the_users_own_lines() -> None:
+    """A blind set's Chinese Cursor session: between the user's own short lines ("是不是还没有修改好", "如何启动这个项目")
+    came long English prompts another tool wrote ("# Prompt for Cursor: Fix Unresponsive Buttons…", "**Part 1: …**"),
+    more messages than the user's own. A long document that opens on a Markdown heading is a paste: the user's lines
+    decide, and they are Chinese. An English user who writes such prompts and pastes one Chinese line stays English."""
+    prompt = ("# Prompt for Cursor: Fix Unresponsive Buttons\n\n# Context:\nAfter the previous attempts, the Generate "
+              "and Preview buttons do nothing when clicked. " * 6)
+    part = "**Part 1: Fix the gray screen after closing Preview**\n* **Problem:** the UI becomes unusable. " * 6
+    own = ["增加Image1的两个功能，去掉Image2的功能。", "是不是还没有修改好", "网站打开显示Not Found", "如何启动这个项目"]
+    assert session_language([*own, prompt, prompt, part, prompt, part, prompt], []) == "zh"
+    english = ["Please fix the preview button and then run the tests again.", "Now add a dark theme to the page."]
+    assert session_language([*english, prompt, part, "报错：找不到模块"], []) == "en"

@@ -291,12 +291,17 @@ def _own_script(texts: list[str], user: _Tally) -> str | None:
         return None
     # A message that opens on a shell prompt ("$ mount", then its output) is a terminal pasted as it was: no line of it
     # frames anything, and its words are the machine's.
-    with_prose = [t for t in texts if _WORD.search(_prose(t)) and not _PROMPT_FIRST.match(t)]
+    # Nor does a long document that opens on a Markdown heading ("# Prompt for Cursor: …", "**Part 1: …**"): a prompt
+    # another tool wrote, pasted whole between the user's own short lines.
+    with_prose = [t for t in texts if _WORD.search(_prose(t)) and not _PROMPT_FIRST.match(t)
+                  and not (len(t) > _DOCUMENT_CHARS and _DOCUMENT_FIRST.match(t))]
     framed = [t for t in with_prose
               if any(_decide(_script_only(_tally([ln]))) == code for ln in _framing_lines(t))]
     return code if with_prose and 2 * len(framed) >= len(with_prose) else None
 
 
+_DOCUMENT_FIRST = re.compile(r"\A\s*(?:#{1,3} \S|\*\*[^*\n]{3,}\*\*)")
+_DOCUMENT_CHARS = 400
 _PROMPT_FIRST = re.compile(r"\A\s*(?:\$ |PS [A-Za-z]:[^>\n]*> |[A-Za-z]:\\[^>\n]*>|[\w.-]+@[\w.-]+:\S*[$#] )\S")
 
 
