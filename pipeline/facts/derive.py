@@ -1061,11 +1061,10 @@ def _asked_file(text: str, known: Sequence[str]) -> str | None:
 def _marked_edit(text: str, blocks: Sequence[re.Match[str]], i: int, paths: Sequence[str | None],
                  known: Sequence[str]) -> str | None:
     """The file of an empty fence: how a VS Code Copilot export shows an applied edit (its code is not
-    exported), and how the reader keeps Cursor's early exports' empty edit sections. The sentence just before it
-    names the file ("Now I'll modify `sketch.js` to import…"; ".cc" the session never shows, unquoted, is a site:
-    "Now the LearnWith.cc link:"); words that name none go on with the file the reply edited
-    last ("Now let's add the initialization in the setup function:"); a reply that opens with the edit names it in
-    the sentence after ("All scaling logic in `sketch.js` now uses…")."""
+    exported). The sentence just before it names the file ("Now I'll modify `sketch.js` to import…"); words
+    that name none go on with the file the reply edited last ("Now let's add the initialization in the
+    setup function:"); a reply that opens with the edit names it in the sentence after ("All scaling
+    logic in `sketch.js` now uses…")."""
     # The sentence that announces the edit: a lead is often a run of a turn's words ("Let me check the
     # test setup… Great! We have p5.js mocking… I need to add some mocks to the setup file:").
     sentences = [x for x in _SENTENCE_END.split(_last_paragraph(text[blocks[i - 1].end() if i else 0:blocks[i].start()]))
@@ -1073,7 +1072,7 @@ def _marked_edit(text: str, blocks: Sequence[re.Match[str]], i: int, paths: Sequ
     lead = sentences[-1] if sentences else ""
     if lead.strip():
         if name := _named_file(lead, known):
-            return None if _SITE_LIKE.search(name) and name not in known and f"`{name}`" not in lead else name
+            return name
         previous = next((p for p in reversed(paths) if p), None)
         if previous and not _PROSE_PATH.search(lead):
             return previous
@@ -1081,10 +1080,6 @@ def _marked_edit(text: str, blocks: Sequence[re.Match[str]], i: int, paths: Sequ
     after = text[blocks[i].end():blocks[i + 1].start() if i + 1 < len(blocks) else len(text)].strip()
     first = _SENTENCE_END.split(re.split(r"\n\s*\n", after, maxsplit=1)[0], maxsplit=1)[0]
     return _named_file(first, known) if not _ADVICE.search(first) and "?" not in first else None
-
-
-#: A file name that is also a site's ("LearnWith.cc"): a country domain C++ sources share.
-_SITE_LIKE = re.compile(r"^[^/]+\.cc$", re.I)
 
 
 def _new_side(block: re.Match[str]) -> str:

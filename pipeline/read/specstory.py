@@ -87,8 +87,7 @@ def _split_turns(text: str) -> tuple[list[str], list[tuple[str, str, list[str]]]
 
 
 def _segments(lines: list[str]) -> list[str]:
-    """Split a block on ``---`` separator lines outside code fences and ``<tool-use>`` blocks. An empty segment between
-    two separators is kept (as ""): Cursor's early exports render an applied edit that way."""
+    """Split a block on ``---`` separator lines outside code fences and ``<tool-use>`` blocks."""
     out: list[list[str]] = [[]]
     fence: str | None = None
     depth = 0
@@ -102,13 +101,7 @@ def _segments(lines: list[str]) -> list[str]:
             out.append([])
         else:
             out[-1].append(line)
-    segs = ["\n".join(seg).strip() for seg in out]
-    # Blank before the first separator or after the last one is layout, not a section.
-    while segs and not segs[0]:
-        segs.pop(0)
-    while segs and not segs[-1]:
-        segs.pop()
-    return segs
+    return ["\n".join(seg).strip() for seg in out if "\n".join(seg).strip()]
 
 
 # A summary in the editor's own language links the file it works on: "正在读取 [](vscode-vfs://github/o/r/a.sh)",
@@ -420,13 +413,6 @@ def read(path: Path) -> Iterator[Session]:
         cur: Draft | None = None
         last_tool: tuple[str, dict[str, Any], str] | None = None
         for seg in _segments(lines):
-            if not seg:
-                # Cursor's early exports leave the section of an applied edit empty ("Let me update the user pool:",
-                # then "---", nothing, "---"): kept as the empty fence VS Code Copilot's exports show an edit with, so
-                # the facts read both alike. Only right after the reply's own words: elsewhere it is layout.
-                if cur is not None and cur.content and not cur.tool_calls:
-                    cur.content = f"{cur.content}\n\n```\n```"
-                continue
             reasoning = "\n".join(t[len("<think>"):-len("</think>")] for t in _THINK.findall(seg))
             seg = _THINK.sub("", seg).strip()
             if not seg.startswith(("<tool-use", "```")):  # a tool's body is its output, not the reply
