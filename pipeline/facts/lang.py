@@ -252,22 +252,27 @@ def _script_only(t: _Tally) -> _Tally:
 _SHAPE = re.compile(r"\S*[./:\\]\S*|\b\w*[A-Z]\w*[A-Z]\w*\b|\d+")
 
 
-def _votes(texts: list[str]) -> list[_Tally]:
-    """What each message votes with in ``_own_latin``. A message with output in it votes by the typed lines that frame
-    it ("folgende fehler nach builden:" above an English build log), not by the paste; a message whose words repeat an
-    earlier one's but for identifiers and numbers (a compiler's "Warning occurs in the template of component X." sent
-    once per component) votes once."""
+def _votes(texts: list[str], each: list[_Tally]) -> list[str | None]:
+    """Each message's vote in ``_own_latin`` (``_message_vote``), from its tally in ``each``. A message with output in
+    it votes by the typed lines that frame it ("folgende fehler nach builden:" above an English build log), not by the
+    paste; a message whose words repeat an earlier voter's but for identifiers and numbers (a compiler's "Warning
+    occurs in the template of component X." sent once per component) votes once. Only messages that vote at all are
+    looked at again: a part of one has no more function words than the whole."""
     seen: set[str] = set()
-    out: list[_Tally] = []
-    for text in texts:
-        lines = [ln.strip() for ln in _prose(text).splitlines() if _WORD.search(ln)]
-        typed = [ln for ln in lines if typed_line(ln)]
-        frame = (typed[:1] + typed[-1:] if len(typed) > 1 else typed) if len(typed) < len(lines) else lines
-        shape = " ".join(_SHAPE.sub(" ", " ".join(frame)).lower().split())
-        if shape in seen:
-            continue
-        seen.add(shape)
-        out.append(_tally(frame))
+    out: list[str | None] = []
+    for text, tally in zip(texts, each, strict=True):
+        vote = _message_vote(tally)
+        if vote is not None and "\n" in text.strip():
+            lines = [ln.strip() for ln in _prose(text).splitlines() if _WORD.search(ln)]
+            typed = [ln for ln in lines if typed_line(ln)]
+            if len(typed) < len(lines):
+                vote = _message_vote(_tally(typed[:1] + typed[-1:] if len(typed) > 1 else typed))
+        if vote is not None:
+            shape = " ".join(_SHAPE.sub(" ", text).lower().split())
+            if shape in seen:
+                vote = None
+            seen.add(shape)
+        out.append(vote)
     return out
 
 
@@ -305,7 +310,7 @@ _DOCUMENT_CHARS = 400
 _PROMPT_FIRST = re.compile(r"\A\s*(?:\$ |PS [A-Za-z]:[^>\n]*> |[A-Za-z]:\\[^>\n]*>|[\w.-]+@[\w.-]+:\S*[$#] )\S")
 
 
-def _own_latin(tallies: list[_Tally]) -> str | None:
+def _own_latin(votes: list[str | None]) -> str | None:
     """A Latin-script language other than English that most of the user's messages are written in, or None.
 
     Long English templates sent in the user's role (a project's custom prompt, Codex's ``/init`` text) outweigh a
@@ -313,11 +318,11 @@ def _own_latin(tallies: list[_Tally]) -> str | None:
     language it is in (``_message_vote``) votes once; a language other than English wins with more votes than English
     and at least half of them.
     """
-    votes = Counter(code for t in tallies if (code := _message_vote(t)) is not None)
-    best = next((code for code, _n in votes.most_common() if code != "en"), None)
+    count = Counter(code for code in votes if code is not None)
+    best = next((code for code, _n in count.most_common() if code != "en"), None)
     if best is None:
         return None
-    return best if votes[best] > votes["en"] and 2 * votes[best] >= sum(votes.values()) else None
+    return best if count[best] > count["en"] and 2 * count[best] >= sum(count.values()) else None
 
 
 def _message_vote(t: _Tally) -> str | None:
@@ -390,15 +395,15 @@ def session_language(user_texts: Iterable[str], assistant_texts: Iterable[str], 
     user = _Tally()
     for one in each:
         user.add(one)
-    frames = _votes(texts)
+    votes = _votes(texts, each)
     if user.total >= SCARCE_USER_UNITS:
         decided = _decide(user)
         if decided not in _NON_LATIN_CODES and (own := _own_script(texts, user)):
             return own
-        if decided == "en" and (own := _own_latin(frames)):
+        if decided == "en" and (own := _own_latin(votes)):
             return own
         return decided or default
-    if own := _own_latin(frames):
+    if own := _own_latin(votes):
         # Little typed, but each message that says clearly which language it is in says the same one ("schreibe alles
         # auf deutsch"): the user's language, however much English the assistant wrote before it switched.
         return own
