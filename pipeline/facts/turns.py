@@ -100,6 +100,7 @@ UNITS = re.compile(r"[\u3400-\u9fff]|[^\W\d_\u3400-\u9fff]{2,}")
 _ITEM_MARK = re.compile(r"^(?:[-*•›]|\d{1,2}[.)、])\s+")
 #: A compiler's code frame: "  9 │   imports: NgFor, NgIf", "╵".
 _CODE_FRAME = "[│┃╵╷]"
+_CODE_FRAME_RE = re.compile(_CODE_FRAME)
 #: A line no one types as a sentence: a comment or heading mark, a redirect or curl's "> "/"< "/"*   ", a bracket, a
 #: ``KEY=value`` line, a container log prefix ("backend  | …"), a shell prompt ("PS C:\\app>", "C:\\app>",
 #: "ana@box:~/app$ "), a column of a table, a code frame.
@@ -112,7 +113,7 @@ _MACHINE_LINE = re.compile(r"^(?:[#<>+|$\[{}()\\/~=@%&^`'\"]|\*\s{2,}|[\w.-]+=\S
 
 def output_line(line: str) -> bool:
     """A line of a program's output: a log or diagnostic line (``_LOGLINE``) or a compiler's code frame."""
-    return bool(_LOGLINE.match(line) or re.search(_CODE_FRAME, line))
+    return bool(_LOGLINE.match(line) or _CODE_FRAME_RE.search(line))
 
 
 def typed_line(line: str) -> bool:
@@ -124,7 +125,7 @@ def typed_line(line: str) -> bool:
 def split_paste(text: str) -> tuple[str, str] | None:
     """(what the user typed, what they pasted) when an ask wraps a pasted block in a sentence or two: "the result
     follows:" then a terminal session, an ``.env`` file, a container log. The block is three or more lines not typed as
-    sentences (``_typed_line``), at least half of those from its first to its last; the typed lines before and after
+    sentences (``typed_line``), at least half of those from its first to its last; the typed lines before and after
     it are the ask. None when there is no such block (a typed list of requests is all sentences)."""
     lines = [ln.strip() for ln in _FENCE.sub("\n", text).splitlines() if ln.strip()]
     typed = [typed_line(ln) for ln in lines]
