@@ -62,9 +62,39 @@ def estimate_tokens(text: str) -> int:
     return cjk + (len(text) - cjk) // 4 + 1
 
 
+_FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})[^`\n]*$")
+
+
+def model_text(content: str) -> str:
+    """A message's text as the model is sent it: without empty fences. An empty fence is how SpecStory shows an
+    applied edit whose code it did not export (VS Code Copilot, early Cursor); it tells facts where an edit was
+    and the model nothing. Fence-aware: one block's closing line and the next one's opening are no empty fence."""
+    if "```" not in content and "~~~" not in content:
+        return content
+    lines = content.split("\n")
+    keep: list[str] = []
+    opened: int | None = None  # index in ``keep`` of the open fence's first line
+    mark = ""
+    for line in lines:
+        m = _FENCE_LINE.match(line)
+        if opened is None:
+            if m:
+                opened, mark = len(keep), m.group(1)
+        elif m and line.strip() == mark[0] * len(line.strip()) and len(line.strip()) >= len(mark):
+            if not any(x.strip() for x in keep[opened + 1:]):
+                del keep[opened:]
+                while keep and not keep[-1].strip():
+                    keep.pop()  # the blank lines that set the fence apart go with it
+                opened = None
+                continue
+            opened = None
+        keep.append(line)
+    return "\n".join(keep)
+
+
 def message_tokens(m: Message) -> int:
     args = sum(len(json.dumps(c.arguments, ensure_ascii=False)) for c in m.tool_calls) // 4
-    return estimate_tokens(m.content) + args + 4
+    return estimate_tokens(model_text(m.content)) + args + 4
 
 
 def assign_generations(transcript: Sequence[Message]) -> tuple[list[tuple[int, Message]], dict[int, str]]:

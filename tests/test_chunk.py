@@ -109,3 +109,19 @@ def test_estimate_tokens_counts_cjk_and_hangul() -> None:
     for text in ("", "abcd" * 10, "修复读取器", "한국어 텍스트", "mixed 中文 and 한글 é ü 🚀", "\u2fff\u3000\u9fff\ua000\uabff\uac00\ud7af\ud7b0"):
         assert estimate_tokens(text) == by_hand(text), text
     assert estimate_tokens("x" * 4_000_000) == 1_000_001
+
+
+def test_the_model_is_not_sent_empty_fences() -> None:
+    """An empty fence is how SpecStory shows an applied edit whose code it did not export: facts read it, the
+    model gets nothing from it, so it neither reaches the prompt nor counts toward a chunk's budget (one pushed
+    a session over the chunk size). One block's closing line and the next block's opening are no empty fence."""
+    from pipeline.chunk import message_tokens, model_text
+
+    assert model_text("Let me update `a.ts`:\n\n```\n```\n\nDone.") == "Let me update `a.ts`:\n\nDone."
+    assert model_text("x:\n```tsx\n\n```") == "x:"
+    two = "```py\nx = 1\n```\n\n```\ny = 2\n```"
+    assert model_text(two) == two
+    assert model_text("```\nnever closed") == "```\nnever closed"
+    plain = Message(role="assistant", content="Let me update `a.ts`:\n\nDone.")
+    fenced = Message(role="assistant", content="Let me update `a.ts`:\n\n```\n```\n\nDone.")
+    assert message_tokens(fenced) == message_tokens(plain)

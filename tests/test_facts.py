@@ -589,6 +589,9 @@ def test_an_empty_fence_is_a_copilot_edit_of_the_file_its_sentence_names() -> No
     assert edited(u("Proceed."), a(opening)) == ["sketch.js"]
     assert edited(u("x"), a(f"{mark}You could also change `a.js`.")) == []  # advice
     assert edited(u("x"), a("Here is an empty block:\n```\n\n```\nNothing else.")) == []
+    # a name followed by what it is on the web is a site, not a C++ file (seen on an early Cursor export)
+    assert edited(u("x"), a(f"Now the LearnWith.cc link: {mark}")) == []
+    assert edited(u("x"), a(f"Now the `LearnWith.cc` website: {mark}")) == []
 
 
 def test_the_work_tree_report_lists_outputs_once_the_session_has_edited() -> None:

@@ -939,7 +939,7 @@ def _named_file(text: str, known: Sequence[str]) -> str | None:
     # "@instruction.md" is Cursor's mention of the file instruction.md; "Next.js" is a framework, not a file.
     names = list(dict.fromkeys(name for m in _PROSE_PATH.finditer(text)
                                if (name := m.group(1).lstrip("@") if "/" not in m.group(1) else m.group(1)).lower()
-                               not in _FRAMEWORKS))
+                               not in _FRAMEWORKS and not _SITE_AFTER.match(text, m.end())))
     if not names:
         stems = {m.group(1) for m in _CODE_IDENT.finditer(text)}
         hits = {k for k in known if _stem(k) in stems}
@@ -957,6 +957,9 @@ _FRAMEWORKS = frozenset(f"{n}.js" for n in (
     "pixi", "babylon", "alpine", "solid", "nest", "socket", "moment", "day", "anime", "leaflet", "phaser", "deno",
     "hono", "fastify", "koa", "meteor", "gatsby", "remix", "tone", "paper", "fabric", "matter", "cannon", "ml5",
     "tensorflow", "brain", "video", "highlight", "marked", "mermaid", "plotly", "electron"))
+
+# A name followed by what it is on the web is a site ("the LearnWith.cc link", "the example.io website").
+_SITE_AFTER = re.compile(r"`?\s+(?:link|links|site|website|domain|url|homepage)\b", re.I)
 
 # A module named in a code span: `AdminController`, `useAuth` (not a call, not a dotted member).
 _CODE_IDENT = re.compile(r"`([A-Za-z_][A-Za-z0-9_-]{2,})`")

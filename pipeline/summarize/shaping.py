@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.chunk import estimate_tokens
+from pipeline.chunk import estimate_tokens, model_text
 from pipeline.config import DEFAULT_CHUNK_TOKENS
 from pipeline.models import Chunk, Message, Session
 
@@ -96,7 +96,7 @@ def render_message(m: Message, limits: Limits = LEVELS[0]) -> str | None:
     if m.is_carrier:
         return None  # its text is the chunk checkpoint
     ident = f"#{m.row_id}" if m.row_id is not None else ""
-    content = m.content or ""
+    content = model_text(m.content or "")
     if m.images and "[image" not in content:
         content = (content + f" [image ×{m.images}]").strip()
     if m.role == "tool":
