@@ -1595,3 +1595,35 @@ def test_a_build_log_pasted_part_by_part_does_not_outvote_the_users_own_language
              u("ich habe das bild jetzt hinzugefügt, passe den code an."), u("es gibt noch einen fehler mit dem header"),
              u("das ist nicht das, was ich wollte"), u("jo dann bis morgen")]
     assert derive_facts(session(*typed)).language == "de"
+
+
+def test_a_new_script_shown_with_no_name_is_named_by_the_step_that_runs_it() -> None:
+    """Class seen on early Cursor exports (Russian and English, three held-out sets): the agent shows a new file as a
+    diff with no path ("Let's create a simple script to convert the icon:"), then runs it ("chmod +x make_icon.sh &&
+    ./make_icon.sh"). The script that step runs is that file, when the session had not touched it and its kind
+    fits the shebang; a step that runs a file the session already had (read in an earlier turn), or runs nothing, names nothing."""
+    new_sh = "```diff\n- \n+ #!/bin/bash\n+ echo converting\n+ sips -s format icns a.png\n```"
+    new_py = "```diff\n- \n+ import sys\n+ print(sys.argv)\n```"
+    lead = "Let's create a simple script to convert the icon:\n\n"
+    assert edited(u("add an icon"), call("c", "run_terminal_cmd", {"command": "chmod +x make_icon.sh && ./make_icon.sh"},
+                                         lead + new_sh)) == ["make_icon.sh"]
+    # the run as the next step, in a message of its own; then a second script and its run
+    assert edited(u("go"), a(lead + new_sh), call("r", "run_terminal_cmd", {"command": "bash make_icon.sh"}),
+                  a("And a checker:\n\n" + new_py), call("p", "run_terminal_cmd", {"command": "cd app && python check.py"})) == [
+        "make_icon.sh", "check.py"]
+    # a shebang of another kind, a script the session already edited, a command that runs no script
+    assert edited(u("go"), call("c", "run_terminal_cmd", {"command": "python make_icon.py"}, lead + new_sh)) == []
+    assert edited(u("go"), call("r", "read_file", {"path": "old.sh"}), result("r", "echo old"), u("again"),
+                  call("c", "run_terminal_cmd", {"command": "./old.sh"}, lead + new_sh)) == []
+    assert edited(u("go"), call("c", "run_terminal_cmd", {"command": "npm test"}, lead + new_sh)) == []
+    # the user's next message ends the wait: a later run is of some other file
+    assert edited(u("go"), a(lead + new_sh), u("now run the tests"),
+                  call("r", "run_terminal_cmd", {"command": "./run_tests.sh"})) == []
+
+
+def test_a_percent_encoded_uri_is_no_path_from_its_middle() -> None:
+    """A search result lists "file:///Users/u/AAA%20Backup/app/check.sh": "20Backup/app/check.sh" is no path, so the
+    bare "check.sh" the reply edits stays as written (seen on an early Cursor export)."""
+    table = "| `file:///Users/u/AAA%20Backup/app/check.sh` | L27 | `if lsof` |"
+    assert edited(u("fix the port"), call("g", "grep_search", {"query": "lsof"}), result("g", table),
+                  a("I have updated `check.sh` to use port 8091.")) == ["check.sh"]

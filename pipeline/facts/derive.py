@@ -906,11 +906,11 @@ _FILE_EXTS = (
 )
 # A file named in prose: ``login.vue``, ``src/services/index.ts``; ASCII classes so Chinese text glued
 # to the name ("修改login.vue文件") does not become part of it.
-_PROSE_PATH = re.compile(rf"(?<![\w./\\-])((?:[\w.@-]+/)*[\w@-][\w.@-]*\.(?:{_FILE_EXTS}))(?![\w/-])", re.I | re.A)
+_PROSE_PATH = re.compile(rf"(?<![\w./\\%-])((?:[\w.@-]+/)*[\w@-][\w.@-]*\.(?:{_FILE_EXTS}))(?![\w/-])", re.I | re.A)
 # A path with at least one directory, absolute ("/home/u/p/src/a.ts:81" in a stack trace) or not. A doubled
 # slash ("src//config/a.ts", a typo) does not start a rooted "/config/a.ts": that file is src/config/a.ts, and a
 # second spelling of it leaves the module locator two candidates, so it places none.
-_SHOWN_PATH = re.compile(rf"(?<![\w.\\-])(?<!\w/)(?<!\w//)((?:/|~/)?(?:[\w.@#-]+/)+[\w@-][\w.@-]*\.(?:{_FILE_EXTS}))(?![\w/-])", re.I | re.A)
+_SHOWN_PATH = re.compile(rf"(?<![\w.\\%-])(?<!\w/)(?<!\w//)((?:/|~/)?(?:[\w.@#-]+/)+[\w@-][\w.@-]*\.(?:{_FILE_EXTS}))(?![\w/-])", re.I | re.A)
 _EDIT_INTENT = re.compile(
     r"\b(?:edit|updat|modif|chang|fix|add|replac|remov|rewrit|writ|creat|apply|patch|refactor|insert|delet|implement)\w*"
     # moving code into a file edits it ("move save_log to `game.py`", "将函数移到 game.py 中"); "move on" does not
@@ -980,10 +980,10 @@ _RULE = re.compile(r"^\s*(?:-{3,}|\*{3,}|_{3,})\s*$")
 
 
 def _reply_edits(text: str, known: Sequence[str], reads: Sequence[str], locator: ModuleLocator,
-                 asked: str | None = None, just_read: str | None = None) -> list[str]:
-    """Files one assistant reply edits through its code blocks (see ``prose_edits``); ``asked`` is the one
-    file the user's message put before the agent to change (``_asked_file``); ``just_read`` the file the
-    agent's last step before this reply read."""
+                 asked: str | None = None, just_read: str | None = None) -> tuple[list[str], list[str]]:
+    """Files one assistant reply edits through its code blocks (see ``prose_edits``), and the code of each new
+    file it shows that nothing named; ``asked`` is the one file the user's message put before the agent to
+    change (``_asked_file``); ``just_read`` the file the agent's last step before this reply read."""
     blocks = list(_BLOCK.finditer(text))
     paths: list[str | None] = []
     for i, b in enumerate(blocks):
@@ -1041,7 +1041,31 @@ def _reply_edits(text: str, known: Sequence[str], reads: Sequence[str], locator:
     if asked and all(p is None or p == asked for p in paths):
         for i in open_:
             paths[i] = paths[i] or asked
-    return [p for p in paths if p]
+    unnamed = [_new_side(blocks[i]) for i in open_ if paths[i] is None and _NEW_FILE_DIFF.match(blocks[i].group(2))]
+    return [p for p in paths if p], unnamed
+
+
+# A diff whose old side is empty shows a new file (Cursor's export: "- " then every line added).
+_NEW_FILE_DIFF = re.compile(r"\A(?:-[ \t]*\n)?(?:\+[^\n]*(?:\n|\Z))+\s*\Z")
+# A step that runs (or makes runnable) a script by its name: "chmod +x make_icon.sh && ./make_icon.sh".
+_RUNS_SCRIPT = re.compile(
+    r"^\s*(?:cd\s+\S+\s*&&\s*)?(?:chmod\s+\+x\s+|(?:bash|sh|zsh|python3?|node|tsx|ts-node|osascript|ruby|perl)\s+|\./)"
+    r"((?:[\w.-]+/)*[\w-][\w.-]*\.(?:sh|command|py|js|mjs|cjs|ts|applescript|scpt|rb|pl))(?![\w/-])")
+_SHEBANG = re.compile(r"\A#!(?:\S*/)?(?:env\s+)?(\w+)")
+_SCRIPT_EXTS = {"bash": ("sh", "command"), "sh": ("sh", "command"), "zsh": ("sh", "command"), "python": ("py",),
+                "python3": ("py",), "node": ("js", "mjs", "cjs"), "ruby": ("rb",), "perl": ("pl",),
+                "osascript": ("applescript", "scpt")}
+
+
+def _run_script(command: str, code: str, known: Sequence[str]) -> str | None:
+    """The script ``command`` runs, when it can be the new file ``code`` (shown with no name) just before it: a
+    file the session has not touched, of the kind its shebang says."""
+    if not (m := _RUNS_SCRIPT.match(command)) or any(k == m.group(1) or k.endswith("/" + m.group(1)) for k in known):
+        return None
+    kind = _SHEBANG.match(code.lstrip())
+    if kind and m.group(1).rsplit(".", 1)[-1] not in _SCRIPT_EXTS.get(kind.group(1), ()):
+        return None
+    return m.group(1)
 
 
 # Cursor's mention of a file in the user's message ("@game_ui.py 修改遊戲畫面 UI").
@@ -1382,10 +1406,12 @@ class _ProseEdits:
         self.lead = ""  # the assistant's last words in this turn before the current message
         self.asked: str | None = None  # the file the user's message asks to change (``_asked_file``)
         self.read_run: list[str] = []  # the files read since the agent last wrote anything or ran any other tool
+        # New files shown with no name this turn, oldest first: a script is named by the step that runs it next.
+        self.unnamed: list[str] = []
 
     def feed(self, m: Message, known: Sequence[str]) -> list[str]:
         if m.role == "user":
-            self.reads, self.lead, self.read_run = [], "", []
+            self.reads, self.lead, self.read_run, self.unnamed = [], "", [], []
             self.asked = _asked_file(m.content, [*known, *self.locator.shown])
             return []
         if m.role != "assistant":
@@ -1404,9 +1430,19 @@ class _ProseEdits:
                 run = []
         self.read_run = run
         if "```" in m.content:
-            found += _reply_edits(m.content, [*known, *found], self.reads, self.locator, self.asked, just_read)
+            named, unnamed = _reply_edits(m.content, [*known, *found], self.reads, self.locator, self.asked, just_read)
+            found += named
+            if unnamed or named:
+                self.unnamed = unnamed  # a later edit ends the wait for a run of the earlier ones
             if not found and (lone := self._lone_edit(m.content)):
                 found.append(lone)
+        for c in m.tool_calls if self.unnamed else ():
+            if (command := command_text(c.arguments)) and (
+                    script := _run_script(command, self.unnamed[0], [*known, *found])):
+                found.append(script)
+                self.unnamed.pop(0)
+                if not self.unnamed:
+                    break
         if not _LONE_BLOCK.match(m.content):
             self.lead = _last_paragraph(m.content) or self.lead
         return found + [p for p in _claimed_edits(m.content, [*known, *found]) if p not in found]
