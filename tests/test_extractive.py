@@ -2121,3 +2121,20 @@ def test_an_announced_step_made_in_the_same_message_and_a_closed_todo_list_end_n
     assert _verdict(*work).state == "unresolved"  # nothing after the announcement: the export may have stopped there
     more = [call("g", "Grep", {"pattern": "TODO"}), out("g", "src/a.ts:3: TODO")]
     assert _verdict(*work, *more).state == "unresolved"
+
+
+def test_an_item_the_final_report_marks_outstanding_is_work_left() -> None:
+    """A blind set's false success (Codex, spec-kit's clarify step): the closing report says "Checklist now fully
+    passes", then grades its own coverage "Explicit Out-of-Scope: Outstanding" and offers "to fully close the minor
+    outstanding item". An item the report itself marks outstanding is work left: not resolved. "Outstanding" as
+    praise leaves the claim alone (as does an offer: "if you want, I can close the outstanding item")."""
+    ask = u("C")
+    report = a("Captured and applied your answer.\n\n- Updated FR-007 to require joint acceptance\n- Checklist now fully "
+               "passes\n\nCoverage summary\n- Functional Scope & Behavior: Clear\n- Explicit Out-of-Scope: Outstanding "
+               "(low impact)\n\nSuggested next command: /speckit.plan")
+    v = _verdict(u("Clarify the spec"), a("Question 2: who signs off? A, B or C?"), ask, report)
+    assert v.state == "unresolved" and "work still left" in v.reason, v
+    remains = a("Updated FR-007 and the checklist; all items pass. One outstanding item: the out-of-scope note.")
+    assert _verdict(u("Clarify the spec"), ask, remains).state == "unresolved"
+    praise = a("Updated FR-007 and the checklist; all items pass. The coverage is outstanding.")
+    assert _verdict(u("Clarify the spec"), ask, praise).state == "resolved"

@@ -245,6 +245,8 @@ _LEFT_OVER = re.compile(
     r"|(?:is|are|was|were|remains?|still|left|stays?) incomplete|^incomplete\b|incomplete\s*[:：]"
     r"|partially (?:done|complete|implemented|fixed)|left to do|yet to be (?:done|fixed|implemented)"
     r"|work in progress|hand-?off"
+    # a status the reply gives an item of its own report ("Explicit Out-of-Scope: Outstanding"), "the outstanding item"
+    r"|(?<=[:：] )\**outstanding\b|outstanding (?:items?|issues?|work|tasks?|questions?|to-?dos?|points?)"
     r"|(?:done|finished|complete|completed|implemented|migrated),? except)\b|\btodo:"
     r"|剩余(?:的)?(?:问题|工作|任务|失败)|仍有.{0,12}(?:失败|问题|报错)|还有.{0,12}(?:失败|报错|没有完成|未完成)"
     r"|未完成|尚未(?:完成|实现|修复)|部分完成|待(?:完成|修复|处理)"
