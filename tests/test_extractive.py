@@ -108,6 +108,19 @@ def test_claude_codes_plan_handoff_wrapper_is_no_word_of_the_users() -> None:
     assert derive_facts(s).language == "es"
 
 
+def test_a_codex_automation_header_is_the_harnesss_and_its_name_the_users() -> None:
+    """A blind set's Chinese Codex automation run: its prompt opens with "Automation: 每日etf 动能报告 / Automation ID /
+    Automation memory / Last run", and the note's goal, title and prose came out in the header's English. The job's
+    name is what the user called it; the ID, memory path and run stamp are the harness's."""
+    prompt = ("Automation: 每日etf 动能报告\nAutomation ID: etf\nAutomation memory: $CODEX_HOME/automations/etf/memory.md\n"
+              "Last run: 2026-03-07T03:26:34.383Z (1772853994383)\n\n[$etf-report](/u/.codex/skills/etf/SKILL.md) 生成报告")
+    assert user_words(prompt) == "每日etf 动能报告\n\n[$etf-report](/u/.codex/skills/etf/SKILL.md) 生成报告"
+    assert user_words("Automation: nightly\nnothing else") == "Automation: nightly\nnothing else"  # no header
+    s = sess(u(prompt), a("报告已生成：reports/2026-03-07.md。"))
+    assert derive_facts(s).language == "zh"
+    assert user_asks(list(s.messages), "zh")[0].startswith("每日etf 动能报告")
+
+
 def test_a_url_or_a_path_given_as_the_answer_is_quoted_as_typed() -> None:
     """A blind set's Korean session: the user answered "which repository?" with its URL, then with a folder; each
     phase was titled "붙여넣은 출력: …" (pasted output). One URL or path is the user's answer; a pasted log is not."""

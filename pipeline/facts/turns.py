@@ -277,6 +277,10 @@ _QUOTED_REQUEST = re.compile(r'^[^\S\n]*User[- ](?:Anfrage|[Rr]equest)[^\S\n]*:[
 # BMAD-METHOD's agent commands send the agent's whole persona file ("You must fully embody this agent's persona and
 # follow all activation instructions…"): the tool's text, no ask and no evidence of the user's language.
 _PERSONA_LOAD = "You must fully embody this agent's persona"
+#: Codex's scheduled automations open each run's prompt with their own header; the automation's name is the user's
+#: (they named the job), the ID, memory path and last-run stamp are the harness's.
+_AUTOMATION = re.compile(r"\A\s*Automation: ([^\n]*)\nAutomation ID: [^\n]*\n(?:Automation memory: [^\n]*\n)?"
+                         r"(?:Last run: [^\n]*\n)?")
 
 
 def user_words(text: str) -> str:
@@ -292,6 +296,8 @@ def user_words(text: str) -> str:
         return _skill_ask("speckit", text.lstrip()[:front.start(1)])
     if text.lstrip().startswith(_PERSONA_LOAD):
         return ""
+    if text.lstrip().startswith("Automation: ") and (run := _AUTOMATION.match(text)):
+        return f"{run.group(1).strip()}\n\n{user_words(text[run.end():]).strip()}".strip()
     if (typed := _after_placeholder(text)) is not None:
         return typed
     if "User" in text and (quoted := _QUOTED_REQUEST.search(text)):
