@@ -2151,3 +2151,26 @@ def test_an_item_the_final_report_marks_outstanding_is_work_left() -> None:
     assert _verdict(u("Clarify the spec"), ask, remains).state == "unresolved"
     praise = a("Updated FR-007 and the checklist; all items pass. The coverage is outstanding.")
     assert _verdict(u("Clarify the spec"), ask, praise).state == "resolved"
+
+
+def test_a_generators_report_claims_its_artifact_once_a_command_looked_at_it() -> None:
+    """Two blind sets' missed successes (Codex running spec-kit's constitution and BMAD's sprint planning): the
+    closing reports say "Codified the governance: established the v1.0.0 constitution" and "Generated
+    sprint-status.yaml … Validation passed", after the agent's own checks ran on the written file. Such a report
+    claims the work; a document written and never looked at again ("I've generated the tasks file", nothing run
+    after the heredoc) rests on the claim alone, and "the generated files" as an adjective claims nothing."""
+    def step(cid: str, name: str, args: dict[str, Any], output: str) -> list[Message]:
+        return [a("", calls=(ToolCall(id=cid, name=name, arguments=args),)),
+                Message(role="tool", tool_call_id=cid, content=output)]
+
+    write = step("w", "shell_command", {"command": "cat <<'EOF' > specs/001/tasks.md\n# Tasks\n- [ ] T001\nEOF"},
+                 "Exit code: 0\nOutput:\n")
+    check = step("c", "shell_command", {"command": "rg '\\[' .specify/memory/constitution.md"}, "Exit code: 1\nOutput:\n")
+    ask = u("/speckit.tasks")
+    report = a("Generated `specs/001/tasks.md`.\n\nTotal tasks: 42. Format validation: all tasks use the checklist format.")
+    assert _verdict(ask, *write, *check, report).state == "resolved"
+    assert _verdict(ask, *write, report).state == "unknown"
+    made = a("Codified the governance: established the full v1.0.0 constitution with five principles.")
+    assert _verdict(ask, *write, *check, made).state == "resolved"
+    adjective = a("I found the generated test artifacts in the working tree; I will include them in the commit.")
+    assert _verdict(ask, *write, *check, adjective).state != "resolved"

@@ -514,10 +514,8 @@ def _ends_on_passing_check(tail: Sequence[Message]) -> int | None:
     return last if not _unchecked_source_change(list(tail)) else None
 
 
-def _passing_check_after_change(tail: Sequence[Message], checks: re.Pattern[str] | None = None) -> int | None:
-    """Index in ``tail`` of a check (``checks``, by default ``_TEST_OR_BUILD``) that passed after the tail's last change
-    to a file, when no tool failed after it; else None (no change, no such check, or a failure since)."""
-    checks = checks or _TEST_OR_BUILD
+def _last_change(tail: Sequence[Message]) -> int | None:
+    """Index in ``tail`` of the last assistant message whose tool calls changed a file."""
     results = {m.tool_call_id: m for m in tail if m.role == "tool" and m.tool_call_id}
     last_change = None
     for i, m in enumerate(tail):
@@ -525,7 +523,23 @@ def _passing_check_after_change(tail: Sequence[Message], checks: re.Pattern[str]
             calls = [results[c.id] for c in m.tool_calls if c.id in results]
             if any(t.action != "read" for t in file_touches([m, *calls])):
                 last_change = i
-    if last_change is None:
+    return last_change
+
+
+def _ran_after_last_change(tail: Sequence[Message]) -> bool:
+    """A command ran in a step after the tail's last change to a file, whatever it found ("rg '\\['" finding no
+    placeholder left exits 1): what it found is judged as any failure is."""
+    if (last := _last_change(tail)) is None:
+        return False
+    return any(m.role == "assistant" and any(c.name.lower() in COMMAND_TOOLS for c in m.tool_calls)
+               for m in tail[last + 1:])
+
+
+def _passing_check_after_change(tail: Sequence[Message], checks: re.Pattern[str] | None = None) -> int | None:
+    """Index in ``tail`` of a check (``checks``, by default ``_TEST_OR_BUILD``) that passed after the tail's last change
+    to a file, when no tool failed after it; else None (no change, no such check, or a failure since)."""
+    checks = checks or _TEST_OR_BUILD
+    if (last_change := _last_change(tail)) is None:
         return None
     passed = None
     for i in range(last_change + 1, len(tail)):
@@ -685,6 +699,22 @@ def _claims_done(text: str) -> bool:
             if not _NEGATED.search(s, lo, m.start()) and not _PENDING.search(s, lo, m.start()):
                 return True
     return False
+
+
+#: A report of an artifact made, in the words a generator's closing report uses ("Generated sprint-status.yaml.",
+#: "Codified the governance: established the v1.0.0 constitution", "I've generated the tasks file", "Validation
+#: passed"): a claim, as the report's verb, never "the generated files" as an adjective.
+_MADE = re.compile(r"(?:^|\b(?:I|we)(?:['’]ve| have)?\s+|\b(?:has|have|was|were) been\s+)"
+                   r"(?:generated|established|codified|written|bumped)\b|^(?:validation|checks?) passed\b", re.I)
+
+
+def _claims_made(final: str, tail: Sequence[Message]) -> bool:
+    """The final reply reports an artifact made (``_MADE``), and a command ran after the tail's last change to a file
+    (``_ran_after_last_change``: the generator's own validation). A document written and never looked at again
+    rests on the claim alone."""
+    if not any(_MADE.search(s) and not _IF.match(s) and not s.endswith(("?", "？")) for s in _sentences(_prose(final))):
+        return False
+    return _ran_after_last_change(tail)
 
 
 def reported_problem(text: str) -> str | None:
@@ -1208,7 +1238,7 @@ def _judge(msgs: list[Message]) -> EndVerdict:
     if _USER_UNHAPPY.search(user_words(ask)) and not account and not _claims_done(final):
         return _verdict("unresolved", "the last ask is a complaint the final reply does not answer with a fix",
                         msgs, last_ask)
-    if _claims_done(final):
+    if _claims_done(final) or _claims_made(final, tail):
         if unfixed:
             return _verdict("unknown", "the final reply claims success but a tool failure is unfixed", msgs, at,
                             doubted=True)
