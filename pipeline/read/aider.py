@@ -39,6 +39,7 @@ _THINKING = re.compile(r"<(thinking-content-[0-9a-f]+)>.*?(?:</\1>|\Z)", re.S)
 # The end of a diff-format edit block is the model's own text, though it starts with ">" as aider's output does:
 # read as aider's, it cut the reply into rows at every edit, each opening on the block's closing fence.
 _REPLACE_END = re.compile(r"^>{7} REPLACE\s*$")
+_LAUNCH = re.compile(r"^>\s*(?:\S*[/\\])?aider(?:\.exe)?(?:\s|$)")
 _BANNER = re.compile(r"^(Aider v|Main model:|Model:|Weak model:|Editor model:|Git repo:|Repo-map:|Added .* to the chat|Use /help|Cost estimates|https://aider\.chat/HISTORY)")
 
 
@@ -69,9 +70,17 @@ def _session(path: Path, n: int, started: str, lines: list[str]) -> Session:
     ts = parse_ts(started) if started else None
     sid = stable_id("aider", path.resolve().parent.name, path.name, started or n)
     groups: list[tuple[str, list[str]]] = []
-    for line in lines:
+    launch = False  # inside the command line that started aider
+    for at, line in enumerate(lines):
         kind = ("user" if line.startswith("####") else "aider" if line.startswith(">") and not _REPLACE_END.match(line)
                 else "assistant")
+        # "> aider --yes-always --message" then the message's own lines, unprefixed: they are the command's (aider
+        # logs the message again as the user's "####" lines), not a reply the model wrote before anyone asked.
+        launch = (kind == "aider" and _LAUNCH.match(line) is not None and not any(x.strip() for x in lines[:at])) or (
+            launch and kind == "assistant")
+        if launch:
+            kind = "aider"
+            line = line if line.startswith(">") else f"> {line}"
         body = _strip(line, "#### " if kind == "user" else "> " if kind == "aider" else "")
         if kind == "aider" and body == ">":
             body = ""
