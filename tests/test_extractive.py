@@ -2174,3 +2174,25 @@ def test_a_generators_report_claims_its_artifact_once_a_command_looked_at_it() -
     assert _verdict(ask, *write, *check, made).state == "resolved"
     adjective = a("I found the generated test artifacts in the working tree; I will include them in the commit.")
     assert _verdict(ask, *write, *check, adjective).state != "resolved"
+
+
+def test_the_way_the_agent_proposed_and_the_user_told_it_to_take_is_a_decision() -> None:
+    """A blind set's Codex session: "How can I install this initializer as an app in ~/.local/bin?" was answered
+    "Use a tiny shim script in `~/.local/bin` that delegates to the existing initializer script" after "I found the
+    gap: the repo has the logic in `.mise/scripts/init-project.sh`, but no entrypoint, so …"; the user said "ok do
+    it". The way taken is a decision, the agent's finding its reason. A go-ahead to work no question asked a way
+    for, or a reply that opens on no proposal, decides nothing here."""
+    from pipeline.summarize.decisions import key_decisions
+
+    ask = u("How can I install this project initializer as a proper app in ~/.local/bin/?")
+    found = a("I found the gap: the repo has the initializer logic in `.mise/scripts/init-project.sh`, but no "
+              "installed entrypoint, so it only runs from the repo.")
+    proposal = a("Use a tiny shim script in `~/.local/bin` that delegates to the existing initializer script.\n\n"
+                 "```bash\ncat > ~/.local/bin/commonproject <<'EOF'\n#!/usr/bin/env bash\nEOF\n```")
+    got = key_decisions([ask, found, proposal, u("ok do it"), a("Done — installed.")])
+    assert [d.choice for d in got] == [
+        "Use a tiny shim script in `~/.local/bin` that delegates to the existing initializer script."]
+    assert "init-project.sh" in got[0].rationale
+    assert key_decisions([u("Install the initializer in ~/.local/bin"), found, proposal, u("ok do it")]) == []
+    assert key_decisions([ask, found, a("There are two ways; which do you prefer?"), u("ok do it")]) == []
+    assert key_decisions([ask, found, proposal, u("ok but why a shim and not pipx?")]) == []

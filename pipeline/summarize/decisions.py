@@ -517,7 +517,8 @@ def answered_questions(messages: Sequence[Message]) -> list[tuple[int, Decision]
     out: list[tuple[int, Decision]] = []
     replied: Message | None = None  # the last assistant message with words: what a user's bare "b" answers
     for i, m in enumerate(messages):
-        if m.role == "user" and replied is not None and (picked := _picked_in_text(replied.content, m.content)):
+        if m.role == "user" and replied is not None and (
+                picked := _picked_in_text(replied.content, m.content) or _taken_up(messages, i, replied)):
             out.append((i, picked.model_copy(update={"evidence": f"msg {m.row_id}"}) if m.row_id is not None else picked))
         if m.role == "assistant" and m.content.strip():
             replied = m
@@ -536,6 +537,44 @@ def answered_questions(messages: Sequence[Message]) -> list[tuple[int, Decision]
                     rejected=tuple(_clip(label, 80) for label, _d in options if label not in chosen) if chosen else (),
                     evidence=f"msg {m.row_id}" if m.row_id is not None else None)))
     return out
+
+
+#: A user's whole reply that tells the agent to go ahead with what it proposed ("ok do it", "yes please, go ahead").
+_GO_AHEAD = re.compile(r"^(?:(?:ok(?:ay)?|yes|yeah|yep|sure|great|perfect|sounds good|looks good|lgtm)[,.!]?\s*)*"
+                       r"(?:(?:please\s+)?(?:do it|go ahead|go for it|proceed|make it so|let'?s do (?:it|that|this)|"
+                       r"implement it|do that|install it)(?:\s+please)?|please do)[.!]*$"
+                       r"|^(?:好的?|可以|行)[，,。！!\s]*(?:就)?(?:这么|这样)?(?:做|办|干)(?:吧)?[。！!]*$", re.I)
+#: The opening of a reply that answers "how do I …?" with one way: "Use a tiny shim script in ~/.local/bin that …",
+#: "I'd recommend …", "The simplest way is …".
+_PROPOSAL = re.compile(r"^(?:(?:I(?:'d| would)?|we(?:'d| would)?)\s+(?:recommend|suggest)\b|(?:the\s+)?(?:best|simplest|"
+                       r"cleanest|easiest|quickest|safest|recommended)\s+(?:way|option|approach|fix|route)\s+is\b"
+                       r"|(?:use|add|create|install|wrap|switch to|move|put|write|keep|replace|pin|set)\s+(?:a|an|the|your|"
+                       r"`)?)", re.I)
+#: A user's question that asks for a way ("How can I install …?", "What's the best way to …?", "Should I …?").
+_ASKS_HOW = re.compile(r"^\W*(?:how\b|what(?:'s| is) the (?:best|simplest|right|cleanest) way\b|should (?:I|we)\b|"
+                       r"can (?:I|we|you)\b|is there a way\b|怎么|如何|怎样)", re.I)
+
+
+def _taken_up(messages: Sequence[Message], at: int, replied: Message) -> Decision | None:
+    """The way an agent proposed, in answer to the user's "how can I …?", that the user's next message tells it to go
+    ahead with ("ok do it"): a decision, the reply's opening sentence its choice and the reason it gave for it (a
+    "because"/"so" in that sentence, else the finding the agent reported before it in the same turn)."""
+    if not _GO_AHEAD.match(" ".join(user_words(messages[at].content).split())):
+        return None
+    asked = next((i for i in range(at - 1, -1, -1) if messages[i].role == "user" and _kind(messages[i]) == "ask"), None)
+    if asked is None or not _ASKS_HOW.match(" ".join(user_words(messages[asked].content).split())):
+        return None
+    sentences = _sentences(_prose(replied.content))
+    if not sentences or not _PROPOSAL.match(_straight(sentences[0])):
+        return None
+    choice = sentences[0]
+    why = _RATIONALE.search(_straight(choice))
+    reason = choice[why.start(why.lastindex or 1):].strip() if why else ""
+    if not reason:
+        said = [x for m in messages[asked + 1:at] if m.role == "assistant" and m is not replied and m.content.strip()
+                for x in _sentences(_prose(m.content))]
+        reason = next((x for x in reversed(said) if _REASON.search(_straight(x)) or re.search(r",\s+so\s", x)), "")
+    return Decision(choice=_clip(unmark(choice), 240), rationale=_clip(unmark(reason), 200))
 
 
 def _questions(args: object, result: str) -> list[tuple[str, list[tuple[str, str]], str]]:
