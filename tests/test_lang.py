@@ -27,6 +27,9 @@ from pipeline.facts.lang import detect_language, guess_language, session_languag
         # Vietnamese typed without tone marks, as many do on an English keyboard
         ("gio chung ta lam viec trong thu muc aos nhe. toi muon hoc hoi tu mo hinh nay", "vi"),
         ("tolong perbaiki bug di halaman login, tidak bisa masuk", "id"),
+        ("لطفا این مشکل را درست کن، فونت نمودارها باید وزیر باشد", "fa"),  # a blind set's Persian sessions
+        ("یہ ٹیسٹ کیوں ناکام ہو رہا ہے؟ اسے ٹھیک کریں", "ur"),
+        ("الرجاء إصلاح خطأ تسجيل الدخول في الصفحة", "ar"),  # none of the letters only Persian or Urdu write
     ],
 )
 def test_detect_language(text: str, code: str) -> None:
@@ -200,3 +203,11 @@ def test_prompts_another_tool_wrote_pasted_whole_do_not_outvote_the_users_own_li
     assert session_language([*own, prompt, prompt, part, prompt, part, prompt], []) == "zh"
     english = ["Please fix the preview button and then run the tests again.", "Now add a dark theme to the page."]
     assert session_language([*english, prompt, part, "报错：找不到模块"], []) == "en"
+
+
+def test_a_persian_session_gets_persian_headings() -> None:
+    """A blind set's two Persian Cursor sessions were tagged "ar" and written under Arabic headings."""
+    from pipeline.notes.render import headings_for
+
+    assert headings_for("fa")["summary"] == "خلاصه" != headings_for("ar")["summary"]
+    assert detect_language(["لطفا فونت نمودارها و جدول‌ها را وزیر کن", "فونت وزیر اضافه شد"]) == "fa"

@@ -76,9 +76,13 @@ _SCRIPTS: tuple[tuple[str, str], ...] = (
     ("\u0900", "\u097f", "hi"),
     ("\u0e00", "\u0e7f", "th"),
 )
-_NON_LATIN_CODES = frozenset({"zh", "ja", "ko", "uk", *(code for _lo, _hi, code in _SCRIPTS)})
+_NON_LATIN_CODES = frozenset({"zh", "ja", "ko", "uk", "fa", "ur", *(code for _lo, _hi, code in _SCRIPTS)})
 _UK_LETTERS = set("іїєґІЇЄҐ")
 _UK_RE = re.compile("[" + "".join(sorted(_UK_LETTERS)) + "]")
+# Persian writes Arabic script with letters Arabic has not (پ چ ژ گ) and its own kaf and yeh (ک ی for Arabic's ك ي);
+# Urdu adds its retroflex letters and final forms (ٹ ڈ ڑ ں ے). Either, a few times over, outvotes "ar".
+_ARABIC_SCRIPT_LETTERS = (("ur", re.compile("[\u0679\u0688\u0691\u06ba\u06d2]")),
+                          ("fa", re.compile("[\u067e\u0686\u0698\u06af\u06a9\u06cc]")))
 
 # Only frequent function words, and (mostly) ones that do not collide across these languages;
 # shared words like "que"/"para" would only add noise to the vote.
@@ -172,6 +176,8 @@ class _Tally:
     latin: Counter[str] = field(default_factory=Counter)
     diacritics: Counter[str] = field(default_factory=Counter)
     uk: int = 0
+    #: letters only Persian or Urdu write in Arabic script (``_ARABIC_SCRIPT_LETTERS``), by language
+    arabic_script: Counter[str] = field(default_factory=Counter)
 
     @property
     def total(self) -> int:
@@ -182,6 +188,8 @@ class _Tally:
             for key, n in theirs.items():
                 mine[key] += n * weight
         self.uk += other.uk * weight
+        for key, n in other.arabic_script.items():
+            self.arabic_script[key] += n * weight
 
 
 def _tally(texts: Iterable[str]) -> _Tally:
@@ -193,6 +201,9 @@ def _tally(texts: Iterable[str]) -> _Tally:
         t.units["ko"] += len(_HANGUL.findall(text))
         if not text.isascii():  # ASCII text has no Ukrainian letters, no diacritics, only Latin words
             t.uk += len(_UK_RE.findall(text))
+            if re.search("[\u0600-\u06ff]", text):
+                for code, letters in _ARABIC_SCRIPT_LETTERS:
+                    t.arabic_script[code] += len(letters.findall(text))
             for ch, code in _DIACRITICS.items():
                 t.diacritics[code] += text.count(ch)
         for word in _WORD.findall(text):
@@ -224,6 +235,8 @@ def _decide(t: _Tally) -> str | None:
         return "zh"
     for _lo, _hi, code in _SCRIPTS:
         if units[code] / total >= 0.3:
+            if code == "ar":
+                return next((c for c, _letters in _ARABIC_SCRIPT_LETTERS if t.arabic_script[c] >= 2), code)
             return "uk" if code == "ru" and t.uk >= 2 else code
     return _latin(t.latin, t.diacritics)
 
@@ -245,7 +258,7 @@ OWN_SCRIPT_UNITS = 4
 
 def _script_only(t: _Tally) -> _Tally:
     """``t`` without its Latin words: which non-Latin language, if any, the text is written in."""
-    return _Tally(units=Counter(t.units), uk=t.uk)
+    return _Tally(units=Counter(t.units), uk=t.uk, arabic_script=Counter(t.arabic_script))
 
 
 #: What tells one machine line from the next of its kind: identifiers, paths and numbers.

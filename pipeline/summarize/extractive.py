@@ -156,6 +156,8 @@ _LABELS = {
            "none": "(tidak ada permintaan tercatat)", "pasted": "Keluaran yang ditempel: ", "ran": "Dijalankan: "},
     "ar": {"files": "الملفات المعدّلة: ", "continued": "متابعة العمل السابق", "none": "(لم يُسجَّل أي طلب)",
            "pasted": "مخرجات ملصقة: ", "ran": "نُفِّذ: "},
+    "fa": {"files": "فایل‌های تغییرکرده: ", "continued": "ادامهٔ کار قبلی", "none": "(درخواستی ثبت نشد)",
+           "pasted": "خروجی چسبانده‌شده: ", "ran": "اجرا شد: "},
 }
 #: Commands that only look (list, read, search, report status): what a phase *did* is in the others.
 _LOOK_ONLY = re.compile(

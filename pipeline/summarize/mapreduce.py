@@ -98,6 +98,9 @@ LANGUAGES = {
     "tr": "Turkish",
     "vi": "Vietnamese",
     "id": "Indonesian",
+    "ar": "Arabic",
+    "fa": "Persian (فارسی)",
+    "ur": "Urdu",
 }
 
 
