@@ -2196,3 +2196,26 @@ def test_the_way_the_agent_proposed_and_the_user_told_it_to_take_is_a_decision()
     assert key_decisions([u("Install the initializer in ~/.local/bin"), found, proposal, u("ok do it")]) == []
     assert key_decisions([ask, found, a("There are two ways; which do you prefer?"), u("ok do it")]) == []
     assert key_decisions([ask, found, proposal, u("ok but why a shim and not pipx?")]) == []
+
+
+def test_persian_confirmations_and_thanks_and_thanks_for_a_change_nothing_ran() -> None:
+    """A blind set's Persian Cursor sessions: "عالی. کارت درسته" ("great, your work is right") confirmed the work and
+    went unread; "ممنون" ("thanks") closed a round whose last change, to code, nothing ran. Thanks for an unrun
+    change is manners, not a report that it works (in any language); thanks after a round where a command ran
+    after the change (a push, a build) still closes the work."""
+    def step(cid: str, name: str, args: dict[str, Any], output: str) -> list[Message]:
+        return [a("", calls=(ToolCall(id=cid, name=name, arguments=args),)),
+                Message(role="tool", tool_call_id=cid, content=output)]
+
+    edit = step("e", "search_replace", {"path": "construction/settings.py", "old_string": "a", "new_string": "b"},
+                "The file construction/settings.py has been updated.")
+    push = step("p", "run_terminal_cmd", {"command": "git push"}, "Exit code: 0\n179f94f..e18ec42  main -> main")
+    fa_done = a("## ✅ مشکلات امنیتی حل شدند!\n\nمیان‌افزارهای امنیتی دوباره فعال شدند.")
+    assert _verdict(u("فونت نمودارها را وزیر کن"), *edit, a("فونت وزیر اضافه شد."), u("عالی. کارت درسته")).state == \
+        "resolved"
+    v = _verdict(u("آیا الان مشکل امنیتی داریم؟ درستش کن"), *edit, fa_done, u("ممنون"))
+    assert v.state == "unknown", v
+    assert _verdict(u("fix the security settings"), *edit, a("Done: the middlewares are enabled again."),
+                    u("thanks")).state == "unknown"
+    assert _verdict(u("fix the settings and push"), *edit, *push, a("Done: fixed and pushed."),
+                    u("thanks")).state == "resolved"

@@ -99,7 +99,9 @@ _DONE = re.compile(
     r"|implementad[oa]s?|se implementó|implementé|implementei|actualizad[oa]s?|atualizad[oa]s?"
     r"|implémentée?s?|mise? à jour|implementiert|aktualisiert"
     # "Ya generé y apliqué las migraciones", "Já corrigi o import": "already" and a first-person past
-    r"|ya (?:he |hemos )?[a-záéíóúñ]{3,}(?:é|í|ado|ido|amos)|já [a-zãáâéêíóõúç]{3,}(?:ei|i|amos))\b", re.I)
+    r"|ya (?:he |hemos )?[a-záéíóúñ]{3,}(?:é|í|ado|ido|amos)|já [a-zãáâéêíóõúç]{3,}(?:ei|i|amos))\b"
+    # Persian "حل شد(ند)", "انجام شد", "اصلاح شد", "اضافه شد", "ایجاد شد", "به‌روزرسانی شد"
+    r"|(?:حل|انجام|اصلاح|اضافه|ایجاد|به‌?روزرسانی|برطرف|رفع) (?:شد|شدند)(?!\w)", re.I)
 _FAILED = re.compile(
     r"\b(?:still (?:fail\w*|broken|errors?|crash\w*)|couldn'?t|could not|can'?t|cannot|unable to|failed to|"
     r"not able to|doesn'?t work|blocked|(?:hit|reached) (?:the|my|a) (?:(?:\w|-)+ ){0,2}limit"
@@ -1109,11 +1111,17 @@ _CONFIRMED = re.compile(
     # (not a bare "好了": "done" after a step handed to the user says the user did it, not that it worked)
     r"|成功了|可以了|解决了|正常了|没问题了|生效了|修好了"
     r"|成功して|成功しました|表示されました|動きました|動いた|直りました|解決しました|うまくいきました"
-    r"|\b(?:ya funciona|funciona (?:bien|perfecto|perfectamente)|funcionó|já funciona|funcionou|resuelto|resolvido)\b",
+    r"|\b(?:ya funciona|funciona (?:bien|perfecto|perfectamente)|funcionó|já funciona|funcionou|resuelto|resolvido)\b"
+    # Persian "درست شد" (it's fixed), "کارت درسته" (your work is right), "مشکل حل شد"; Russian "заработало",
+    # "теперь работает"; German "funktioniert jetzt", "klappt"; French "ça marche", "ça fonctionne"
+    r"|درست شد|کارت درسته|مشکل حل شد|(?:الان|حالا) کار می‌?کن|"
+    r"\b(?:заработало|(?:теперь|всё|все) работает|получилось|funktioniert (?:jetzt|wieder|super)|klappt"
+    r"|ça (?:marche|fonctionne))\b",
     re.I)
 # Doubt in the same message takes the confirmation back: "works, but the upload still fails", "好了，但是…".
 _DOUBT = re.compile(r"\b(?:but|still|however|except|not|isn'?t|doesn'?t|didn'?t|again|only)\b|但是|不过|还是|仍然|只是"
-                    r"|不[行能对]|没有|ない|ません|けど|\b(?:pero|todav[ií]a|mas|ainda)\b", re.I)
+                    r"|不[行能对]|没有|ない|ません|けど|\b(?:pero|todav[ií]a|mas|ainda)\b"
+                    r"|(?<!\w)(?:ولی|اما|هنوز|نه|но|ещё|еще|не|aber|noch|nicht|mais|encore|pas)(?!\w)", re.I)
 _WHY = re.compile(r"\b(?:why|cause|conjecture|post-?mortem|what happened|how come)\b|为什么|原因|なぜ|どうして", re.I)
 # "why did it break *before*?" looks back at the fixed problem; "why does the upload fail?" reports a new one.
 _STILL = re.compile(r"\b(?:still|again|anymore|keeps?)\b|还是|仍然|又|依然|まだ|また", re.I)
@@ -1142,6 +1150,12 @@ def _looks_back(prose: str) -> bool:
     a fix of one that is still there ("why does it still fail?")."""
     return bool((_WAS_WRONG.search(prose) or (_WHY.search(prose) and _BEFORE.search(prose)))
                 and not _STILL.search(prose))
+
+
+def _thanks_for_unrun_change(msgs: Sequence[Message], closer: int | None, tail: Sequence[Message]) -> bool:
+    """The user's closing thanks follows a change to code that nothing ran, in a last round where no command ran
+    after that change at all (a push, a build, a test): thanks then is manners, not a report that it works."""
+    return closer is not None and _unchecked_source_change(msgs[:closer]) and not _ran_after_last_change(tail)
 
 
 def _confirmed(msgs: Sequence[Message]) -> int | None:
@@ -1242,7 +1256,7 @@ def _judge(msgs: list[Message]) -> EndVerdict:
         if unfixed:
             return _verdict("unknown", "the final reply claims success but a tool failure is unfixed", msgs, at,
                             doubted=True)
-        if closed:
+        if closed and not _thanks_for_unrun_change(msgs, closer, tail):
             return _verdict("resolved", "the user closed the work", msgs, closer)
         if _waits_for_input(final):
             return _verdict("unresolved", "the final reply claims progress but waits for the user's input, never given",
@@ -1272,7 +1286,7 @@ def _judge(msgs: list[Message]) -> EndVerdict:
                         msgs, at)
     if final.rstrip().endswith(("?", "？")) and not closed and not _offers_more(final):
         return _verdict("unresolved", "the final reply asks the user something never answered", msgs, at)
-    if closed:
+    if closed and not _thanks_for_unrun_change(msgs, closer, tail):
         return _verdict("resolved", "the user closed the work", msgs, closer)
     answer = _answered(ask, tail) if last_turn == last_ask else None
     if answer is not None and last_ask is not None and (failed_run := _unverified_fix(msgs[:last_ask])) is not None:

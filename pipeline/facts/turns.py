@@ -80,13 +80,14 @@ _CLOSERS = ("no thanks", "thank you", "thanks", "thx", "that's all", "thats all"
             "ありがとう", "ありがとうございます", "ありがとうございました", "gracias", "obrigado", "obrigada", "merci",
             "danke", "спасибо", "감사합니다", "grazie", "grazie mille", "수고", "수고했어", "수고했어요", "수고하셨습니다",
             "고마워", "고마워요", "고맙습니다", "valeu", "dzięki", "dziękuję", "teşekkürler", "teşekkür ederim", "sağol",
-            "cảm ơn", "bedankt", "дякую")
+            "cảm ơn", "bedankt", "дякую", "ممنون", "مرسی", "متشکرم", "سپاس", "شكرا", "شكراً")
 _CONTINUE = ("continue", "proceed", "go on", "keep going", "go ahead", "do it", "please do", "next one", "next",
              "继续", "下一个")
 _YES = ("yes", "yep", "yeah", "sure", "是的")
 _PLEASED = ("looks good", "lgtm", "perfect", "great", "nice", "cool", "awesome", "all good", "good", "done",
             "it worked", "that worked", "worked", "it works", "works now", "working now", "that did it",
-            "完美", "没问题", "很好", "太好了", "可以了", "成功了", "解决了")
+            "完美", "没问题", "很好", "太好了", "可以了", "成功了", "解决了", "عالی", "عالیه", "عالی شد", "خیلی خوب",
+            "отлично", "супер", "prima", "super", "parfait", "génial", "perfecto", "genial", "ótimo", "perfeito")
 # Whether these approve or accept depends on what the agent said last (see _ack_role).
 _OK = ("for now", "okay", "ok", "no", "好的", "可以", "好", "行", "嗯")
 _ACKS = _CONTINUE + _YES + _PLEASED + _OK
