@@ -942,9 +942,12 @@ def test_a_claim_after_a_code_change_nothing_ran_on_is_unknown() -> None:
     # ...but not a command that only looks, nor a check that failed
     assert end(ask, *edit, *run("4", "git diff cli.py", "+b", 0), claim) == "unknown"
     assert end(ask, *edit, *run("5", "pytest -q", "1 failed", 1), claim) != "resolved"
-    # docs and configs are checked by reading them: the claim stands, as the user closing the work does
+    # docs and configs are checked by reading them: the claim stands
     assert end(ask, *_tool("d", "patch", path="README.md", old_string="a", new_string="b"), claim) == "resolved"
-    assert end(ask, *edit, claim, u("thanks, that's all")) == "resolved"
+    # thanks for a code change nothing ran is manners, not a report that it works (a blind Persian session's false
+    # success); after a round where a command ran since the change, the user closing the work stands
+    assert end(ask, *edit, claim, u("thanks, that's all")) == "unknown"
+    assert end(ask, *edit, *run("6", "git push", "main -> main", 0), claim, u("thanks, that's all")) == "resolved"
 
 
 
