@@ -2222,3 +2222,18 @@ def test_persian_confirmations_and_thanks_and_thanks_for_a_change_nothing_ran() 
                     u("thanks")).state == "unknown"
     assert _verdict(u("fix the settings and push"), *edit, *push, a("Done: fixed and pushed."),
                     u("thanks")).state == "resolved"
+
+
+def test_a_run_of_the_program_last_changed_checks_it() -> None:
+    """A blind set's Japanese Cursor session: the agent wrote `scripts/upload-readme-to-r2.ts`, added an npm script
+    for it and ran `npm run upload:readme`, which echoed "> tsx scripts/upload-readme-to-r2.ts" and reported the
+    upload done. A run of the very program the last change wrote is a check of it; a run of another program, or a
+    run that failed, is not."""
+    ask, claim = u("R2のwork20260104/にREADME.mdを配置してください"), a("README.mdをR2にアップロードしました。")
+    write = _tool("w", "write", path="scripts/upload-readme-to-r2.ts", content="upload()")
+    echoed = "> camera-monitor-app@0.1.0 upload:readme\n> tsx scripts/upload-readme-to-r2.ts\n\n✅ アップロード完了"
+    assert end(ask, *write, *run("1", "npm run upload:readme", echoed, 0), claim) == "resolved"
+    other = "> camera-monitor-app@0.1.0 sync\n> tsx scripts/sync-bucket.ts\n\n✅ 同期完了"
+    assert end(ask, *write, *run("2", "npm run sync", other, 0), claim) == "unknown"
+    assert end(ask, *write, *run("3", "npx tsx scripts/upload-readme-to-r2.ts", "Error: no bucket", 1), claim) != \
+        "resolved"

@@ -87,7 +87,7 @@ _DONE = re.compile(
     r"|(?:我|我们)(?:已经|已)[^。！？\n]{0,40}?(?:修改|替换|更新|添加|删除|移除|改|实现|完成|修复|创建|调整|重构)"
     # Japanese: "ビルドが成功しました", "修正しました", "エラーは解消済みです", "対応完了"
     r"|(?:完了|成功|修正|解消|対応|追加|更新|削除|実装|作成|変更|反映|プッシュ|コミット|マージ|デプロイ|インストール|保存|設定"
-    r"|適用|生成|移動|置換|統合|導入|整理|書き換え|書き直し)(?:しました|いたしました|済み|完了)"
+    r"|適用|生成|移動|置換|統合|導入|整理|書き換え|書き直し|アップロード|配置|公開)(?:しました|いたしました|済み|完了)"
     # Korean, formal and casual: "생성 완료했습니다", "수정했습니다", "테스트가 통과했습니다", "만들어뒀어"
     r"|(?:완료|수정|추가|생성|해결|업데이트|반영|푸시|커밋|배포|설치|적용|변경|구현|작성|삭제|저장)(?:을 |를 )?(?:했습니다|하였습니다"
     r"|했어요|했어|됐습니다|되었습니다|됐어|완료)|통과했(?:습니다|어요|어)|만들었(?:습니다|어요|어)|만들어\s?(?:뒀|놨)어"
@@ -399,6 +399,11 @@ def _unchecked_source_change(msgs: Sequence[Message]) -> bool:
             if _checked_commit(command, result) or (_DIAGNOSTICS.search(name) and _clean_diagnostics(result)):
                 return False
             command = _MESSAGE_ARG.sub(" ", command)  # "git commit -m 'make pytest pass'" runs no pytest
+            if command and _RUNS_A_FILE.search(f"{command}\n{result.content[:2000]}"):
+                # a run of the program last changed ("npm run upload:readme" echoing "> tsx scripts/upload-readme.ts")
+                if any(run.group(1).rsplit(".", 1)[0] in _changed_stems([msgs[last]], results)
+                       for run in _RUNS_A_FILE.finditer(f"{command}\n{result.content[:2000]}")):
+                    return False
             if not _CHECK.search(command):
                 continue
             if _INLINE_CODE.search(command):
@@ -600,6 +605,13 @@ _TEST_OR_BUILD = re.compile(
     r"|typecheck|type-check|lint)(?::[\w:-]+)?|npx (?:tsc|jest|vitest|playwright test)|tsc|vue-tsc|mvnw? (?:test|verify"
     r"|package|install)|gradlew? (?:test|build|check)|dotnet (?:test|build)|make (?:test|check|build)|ctest"
     r"|swift (?:build|test)|flutter (?:test|analyze)|mypy|pyright|ruff check|eslint)(?=\s|$)")
+
+
+#: A program run by its file: "python tools/sync.py", "tsx scripts/upload-readme-to-r2.ts" (npm echoes the script it
+#: runs as "> tsx …"), "node dist/cli.js"; the group is the file's name.
+_RUNS_A_FILE = re.compile(r"(?:^|[\s;&|>])(?:node|tsx|ts-node|deno run|bun(?: run)?|python3?|py|bash|sh|zsh|ruby|php"
+                          r"|go run|pwsh(?: -File)?|powershell(?: -File)?)\s+(?:-\S+\s+)*[\"']?(?:[\w.~:\\/-]*[\\/])?"
+                          r"([\w-][\w.-]*\.(?:py|js|mjs|cjs|ts|tsx|sh|rb|php|go|ps1))\b", re.M)
 
 
 def _changed_stems(msgs: Sequence[Message], results: dict[str, Message]) -> set[str]:
