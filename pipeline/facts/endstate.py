@@ -399,11 +399,11 @@ def _unchecked_source_change(msgs: Sequence[Message]) -> bool:
             if _checked_commit(command, result) or (_DIAGNOSTICS.search(name) and _clean_diagnostics(result)):
                 return False
             command = _MESSAGE_ARG.sub(" ", command)  # "git commit -m 'make pytest pass'" runs no pytest
-            if command and _RUNS_A_FILE.search(f"{command}\n{result.content[:2000]}"):
-                # a run of the program last changed ("npm run upload:readme" echoing "> tsx scripts/upload-readme.ts")
-                if any(run.group(1).rsplit(".", 1)[0] in _changed_stems([msgs[last]], results)
-                       for run in _RUNS_A_FILE.finditer(f"{command}\n{result.content[:2000]}")):
-                    return False
+            # a run of the program last changed ("npm run upload:readme" echoing "> tsx scripts/upload-readme.ts")
+            ran = f"{command}\n{result.content[:2000]}" if command else ""
+            if ran and _RUNS_A_FILE.search(ran) and any(
+                    run.group(1).rsplit(".", 1)[0] in _changed_stems([msgs[last]], results) for run in _RUNS_A_FILE.finditer(ran)):
+                return False
             if not _CHECK.search(command):
                 continue
             if _INLINE_CODE.search(command):
