@@ -1627,3 +1627,21 @@ def test_a_percent_encoded_uri_is_no_path_from_its_middle() -> None:
     table = "| `file:///Users/u/AAA%20Backup/app/check.sh` | L27 | `if lsof` |"
     assert edited(u("fix the port"), call("g", "grep_search", {"query": "lsof"}), result("g", table),
                   a("I have updated `check.sh` to use port 8091.")) == ["check.sh"]
+
+
+def test_a_command_the_shell_never_ran_writes_nothing() -> None:
+    """A blind set's Persian Cursor session listed IRANSans.zip from three downloads that all failed: Cursor's shell
+    wrapper could not parse the first ("(eval):3: parse error near `cursor_snap_ENV_VARS…'"), the second's program was
+    not installed ("command not found: wget"), the third could not write. A command the shell never ran writes
+    nothing; the wrapper's own noise ("command not found: dump_zsh_state") is no failure of the command."""
+    noise = "zsh:1: command not found: dump_zsh_state\n"
+    def ran(cid: str, command: str, output: str) -> list[Message]:
+        return [call(cid, "run_terminal_cmd", {"command": command}), result(cid, output)]
+
+    parse = ran("1", "cd /p && curl -L -o IRANSans.zip https://x/f.zip", "(eval):3: parse error near `cursor_snap'\n" + noise)
+    missing = ran("2", "wget -O IRANSans.zip https://x/f.zip", "(eval):1: command not found: wget\n" + noise)
+    windows = ran("3", "wget -O IRANSans.zip https://x/f.zip",
+                  "'wget' is not recognized as an internal or external command,\noperable program or batch file.")
+    ok = ran("4", "curl -L -o IRANSans.zip https://x/f.zip", "  % Total    % Received\n100  9 100  9\n" + noise)
+    assert edited(u("add the font"), *parse, *missing, *windows) == []
+    assert edited(u("add the font"), *ok) == ["IRANSans.zip"]

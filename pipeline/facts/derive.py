@@ -350,6 +350,26 @@ def _patch_ops(patch: str) -> list[tuple[str, FileAction]]:
 _REFUSED = re.compile(r"permission denied|operation not permitted|read-only file system|cannot create", re.I)
 
 
+# The shell never ran the command: the harness's wrapper could not parse it (Cursor's "(eval):3: parse error near
+# `cursor_snap_ENV_VARS…'"), or its program is not installed ("command not found: wget", "'wget' is not recognized").
+_NEVER_RAN = re.compile(r"^\(eval\):\d+: parse error\b|command not found: ([\w.+-]+)|^(?:\S+: )?(?:line \d+: )?([\w.+-]+):"
+                        r" command not found|'([\w.+-]+)' is not recognized as an internal or external command"
+                        r"|The term '([\w.+-]+)' is not recognized", re.M)
+
+
+def _never_ran(command: str, output: str) -> bool:
+    """The output says the shell never ran ``command``'s first program (``_NEVER_RAN``); its writes did not happen."""
+    if "parse error" not in output and "not" not in output:
+        return False
+    first = re.split(r"\s*(?:&&|\|\||;|\|)\s*", command.strip(), maxsplit=1)[0].split()
+    program = first[0].rsplit("/", 1)[-1] if first else ""
+    for m in _NEVER_RAN.finditer(output):
+        missing = next((g for g in m.groups() if g), None)
+        if missing is None or missing == program:
+            return True
+    return False
+
+
 def _refused(path: str, output: str) -> bool:
     tail = "/".join(path.rstrip("/").split("/")[-2:])  # "~/.x/t.jsonl" is reported as "/Users/u/.x/t.jsonl"
     return bool(tail) and any(tail in line and _REFUSED.search(line) for line in output.splitlines())
@@ -442,7 +462,7 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
             workdir = next((w for _cmd, w in js_exec_commands(code) if w), None)  # Codex's code mode
         base = workdir if isinstance(workdir, str) else None
         said = result_msg.content if result_msg else ""
-        for path, action, op_base in shell_file_ops(cmd or "", base):
+        for path, action, op_base in () if _never_ran(cmd or "", said) else shell_file_ops(cmd or "", base):
             if not _refused(path, said):
                 out.add(path, action, name, op_base)
         if not failed:
