@@ -2237,3 +2237,16 @@ def test_a_run_of_the_program_last_changed_checks_it() -> None:
     assert end(ask, *write, *run("2", "npm run sync", other, 0), claim) == "unknown"
     assert end(ask, *write, *run("3", "npx tsx scripts/upload-readme-to-r2.ts", "Error: no bucket", 1), claim) != \
         "resolved"
+
+
+def test_advice_under_a_condition_in_chinese_is_no_decision() -> None:
+    """A blind set's Chinese Cursor session listed "如需 CUDA 12.1 版 PyTorch（与 README 一致），请改用：" and "若你当前环境是
+    较新的 Python，需要升级这些包版本或改用 Python 3.9 虚拟环境" as key decisions: advice to the user under a condition
+    ("if you need…", "if your environment…", "please switch to…"), as "If you need X, use Y" is in English."""
+    from pipeline.summarize.decisions import key_decisions
+
+    advice = a("依赖已写入 requirements.txt。\n\n如需 CUDA 12.1 版 PyTorch（与 README 一致），请改用：\n\n```bash\npip install "
+               "torch==2.1.2\n```\n\n若你当前环境是较新的 Python，需要升级这些包版本或改用 Python 3.9 虚拟环境。")
+    assert key_decisions([u("根据代码生成 requirements.txt"), advice]) == []
+    firm = a("我决定改用 Python 3.9 虚拟环境，因为 numpy 1.20.3 不支持 3.12。")
+    assert [d.choice for d in key_decisions([u("安装依赖"), firm])] == [firm.content]

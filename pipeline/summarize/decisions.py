@@ -165,7 +165,7 @@ _RATIONALE = re.compile(r"\b(?:because|since|so that|as it|çünkü)\b\s*(.+)$|(
 #: extractive summary, which cannot, drops these.
 _TENTATIVE = re.compile(
     r"^(?:maybe|perhaps|possibly|alternatively|if\b|or\b|please\b|\|)|\b(?:let me know|would you like|you'?d (?:like|prefer)"
-    r"|tell me if|if you(?:'re| are) not sure|might|may need to|could try|(?:I|we) could (?!not\b)|i wonder)\b|^(?:\d{1,2}[.、]\s*)?(?:也许|可能|或者|请|如果|假如|要是|(?:你的)?意思是)"
+    r"|tell me if|if you(?:'re| are) not sure|might|may need to|could try|(?:I|we) could (?!not\b)|i wonder)\b|^(?:\d{1,2}[.、]\s*)?(?:也许|可能|或者|请|如果|如需|如要|若|假如|要是|(?:你的)?意思是)|[，,]\s*请"
     # the same offers and conditions in es/pt/fr/de: "Si quieres que vuelva a `/` en lugar de `/login`, dime."
     r"|^(?:si|wenn|falls)\b|^se (?:quiser|preferir|desejar|você)\b|\b(?:dime|avísame|me avisas|me dices|me diz|me avise"
     r"|dites-moi|sag mir)\b", re.I)
