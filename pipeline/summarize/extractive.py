@@ -158,6 +158,8 @@ _LABELS = {
            "pasted": "مخرجات ملصقة: ", "ran": "نُفِّذ: "},
     "fa": {"files": "فایل‌های تغییرکرده: ", "continued": "ادامهٔ کار قبلی", "none": "(درخواستی ثبت نشد)",
            "pasted": "خروجی چسبانده‌شده: ", "ran": "اجرا شد: "},
+    "ur": {"files": "تبدیل شدہ فائلیں: ", "continued": "پچھلے کام کا تسلسل", "none": "(کوئی درخواست درج نہیں)",
+           "pasted": "چسپاں آؤٹ پٹ: ", "ran": "چلایا: "},
 }
 #: Commands that only look (list, read, search, report status): what a phase *did* is in the others.
 _LOOK_ONLY = re.compile(
