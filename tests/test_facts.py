@@ -1645,3 +1645,11 @@ def test_a_command_the_shell_never_ran_writes_nothing() -> None:
     ok = ran("4", "curl -L -o IRANSans.zip https://x/f.zip", "  % Total    % Received\n100  9 100  9\n" + noise)
     assert edited(u("add the font"), *parse, *missing, *windows) == []
     assert edited(u("add the font"), *ok) == ["IRANSans.zip"]
+
+
+def test_cursors_shell_wrapper_noise_is_no_error() -> None:
+    """A blind set's Cursor session on zsh listed "zsh:1: command not found: dump_zsh_state" (printed after every
+    command by Cursor's shell-state wrapper) under Errors and fixes; the command's own failure stays."""
+    out = "(eval):1: command not found: wget\nzsh:1: command not found: dump_zsh_state\n"
+    assert error_lines(out) == ["(eval):1: command not found: wget"]
+    assert error_lines("zsh:1: command not found: dump_zsh_state\n") == []

@@ -273,11 +273,18 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
+# Cursor runs each command through a shell wrapper that snapshots the shell's state; where its helpers are missing it
+# prints "zsh:1: command not found: dump_zsh_state" after every command: the harness's noise, no error of the command.
+_WRAPPER_NOISE = re.compile(r"command not found: (?:dump_(?:zsh|bash)_state|cursor_snap_\w+)\s*$")
+
+
 def error_lines(text: str, limit: int = 3) -> list[str]:
     """The most informative error lines in ``text``: exception lines, then test failures, then others."""
     ranked: list[tuple[int, int, str]] = []
     for n, raw in enumerate(text.splitlines()):
         line = raw.strip()
+        if "command not found" in line and _WRAPPER_NOISE.search(line):
+            continue
         if m := _EXC_LINE.match(line):
             ranked.append((0, n, m.group(1)))
         elif _FAIL_LINE.match(line):
