@@ -899,3 +899,26 @@ def test_aider_launch_message_lines_are_the_command_not_a_reply(tmp_path: Path) 
     assert [m.role for m in s.messages if m.role in ("user", "assistant") and m.content] == ["user", "assistant"]
     assert s.messages[0].role == "system" and "Read TODO.md" in s.messages[0].content
     assert judge_end_state(s, derive_facts(s)).reason != "the user never asked for anything"
+
+
+def test_aider_architect_handing_its_plan_to_the_editor_is_no_ask(tmp_path: Path) -> None:
+    """In architect mode aider sends the architect's reply to the editor model as a user message, logged as "####"
+    lines (a blind set's unattended runs): the note listed that plan as the user's ask, and its "Actually, …"
+    sentences as the user's corrections. It is the harness talking to its second model; a user who types the same
+    words outside architect mode is still the user."""
+    plan = "Looking at TODO.md, task 6.2 is open.\\nActually, it is done; I will create Inventory.cs instead."
+    body = ("# aider chat started at 2026-02-23 23:25:19\n\n"
+            "> aider --architect\n> Model: deepseek/deepseek-chat with architect edit format, prompt cache\n\n"
+            "#### implement the first open task in TODO.md  \n\n"
+            + plan.replace("\\n", "\n") + "\n\n"
+            "> Tokens: 9.2k sent, 3.6k received.  \n\n"
+            + "".join(f"#### {line}  \n" for line in plan.split("\\n")) + "\n"
+            "Creating the file.\n\n> Applied edit to Assets/Scripts/Core/Inventory.cs  \n")
+    f = tmp_path / ".aider.chat.history.md"
+    f.write_text(body, encoding="utf-8")
+    assert [m.content for m in one(f).messages if m.role == "user"] == ["implement the first open task in TODO.md"]
+    g = tmp_path / "plain" / ".aider.chat.history.md"
+    g.parent.mkdir()
+    g.write_text(body.replace(" with architect edit format", " with diff edit format").replace(" --architect", ""),
+                 encoding="utf-8")
+    assert len([m for m in one(g).messages if m.role == "user"]) == 2

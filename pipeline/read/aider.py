@@ -39,6 +39,7 @@ _THINKING = re.compile(r"<(thinking-content-[0-9a-f]+)>.*?(?:</\1>|\Z)", re.S)
 # The end of a diff-format edit block is the model's own text, though it starts with ">" as aider's output does:
 # read as aider's, it cut the reply into rows at every edit, each opening on the block's closing fence.
 _REPLACE_END = re.compile(r"^>{7} REPLACE\s*$")
+_ARCHITECT = re.compile(r"\bwith architect edit format\b|^>\s*\S*aider\S*\s.*--architect\b")
 _LAUNCH = re.compile(r"^>\s*(?:\S*[/\\])?aider(?:\.exe)?(?:\s|$)")
 _BANNER = re.compile(r"^(Aider v|Main model:|Model:|Weak model:|Editor model:|Git repo:|Repo-map:|Added .* to the chat|Use /help|Cost estimates|https://aider\.chat/HISTORY)")
 
@@ -134,6 +135,15 @@ def _session(path: Path, n: int, started: str, lines: list[str]) -> Session:
                     drafts.append(Draft(role="tool", content=content, tool_call_id=call.id, tool_name=call.name))
             elif not all(_BANNER.match(x) or not x.strip() for x in body_lines):
                 drafts.append(Draft(role="system", content=body))
+    # In architect mode aider hands the architect's reply to the editor model as a user message, logged as "####"
+    # lines: the harness talking to its second model, not the user asking for anything.
+    if any(_ARCHITECT.search(line) for line in lines[:40]):
+        said = ""
+        for d in drafts:
+            if d.role == "assistant" and d.content:
+                said = " ".join(d.content.split())
+            elif d.role == "user" and said and " ".join(d.content.split()) == said:
+                d.role = "system"
     if drafts:
         drafts[0].timestamp = ts
     if not started:
