@@ -83,6 +83,7 @@ _UK_RE = re.compile("[" + "".join(sorted(_UK_LETTERS)) + "]")
 # Urdu adds its retroflex letters and final forms (ٹ ڈ ڑ ں ے). Either, a few times over, outvotes "ar".
 _ARABIC_SCRIPT_LETTERS = (("ur", re.compile("[\u0679\u0688\u0691\u06ba\u06d2]")),
                           ("fa", re.compile("[\u067e\u0686\u0698\u06af\u06a9\u06cc]")))
+_ARABIC_SCRIPT = re.compile("[\u0600-\u06ff]")
 
 # Only frequent function words, and (mostly) ones that do not collide across these languages;
 # shared words like "que"/"para" would only add noise to the vote.
@@ -201,7 +202,7 @@ def _tally(texts: Iterable[str]) -> _Tally:
         t.units["ko"] += len(_HANGUL.findall(text))
         if not text.isascii():  # ASCII text has no Ukrainian letters, no diacritics, only Latin words
             t.uk += len(_UK_RE.findall(text))
-            if re.search("[\u0600-\u06ff]", text):
+            if _ARABIC_SCRIPT.search(text):
                 for code, letters in _ARABIC_SCRIPT_LETTERS:
                     t.arabic_script[code] += len(letters.findall(text))
             for ch, code in _DIACRITICS.items():
