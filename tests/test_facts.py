@@ -1653,3 +1653,14 @@ def test_cursors_shell_wrapper_noise_is_no_error() -> None:
     out = "(eval):1: command not found: wget\nzsh:1: command not found: dump_zsh_state\n"
     assert error_lines(out) == ["(eval):1: command not found: wget"]
     assert error_lines("zsh:1: command not found: dump_zsh_state\n") == []
+
+
+def test_the_tail_of_a_quoted_path_with_a_space_is_no_path() -> None:
+    """An early Cursor export's AppleScript ran "bash '/Users/m/AAA Backup/QScreen/launch_app.sh'": the note listed
+    the bare "launch_app.sh" the reply updated as "Backup/QScreen/launch_app.sh", the quoted path's tail after its
+    space. A path after a closed quote ("cd '/Users/u/My Project' && python src/a.py") is still a path."""
+    script = a("```applescript\ndo shell script \"bash '/Users/m/AAA Backup/QScreen/launch_app.sh'\"\n```")
+    assert edited(u("fix the launcher"), script, a("I have updated `launch_app.sh` to free the port first.")) == [
+        "launch_app.sh"]
+    shown = a("Run it with: cd '/Users/u/My Project' && python src/tools/a.py")
+    assert edited(u("x"), shown, a("I have updated `a.py`.")) == ["src/tools/a.py"]

@@ -1412,9 +1412,23 @@ def _shown_paths(messages: Sequence[Message], cwd: str | None) -> set[str]:
     for m in messages:
         for text in _texts(m):
             for x in _SHOWN_PATH.finditer(text):
+                if _in_quoted_path(text, x.start()):
+                    continue
                 if (norm := normalise_path(x.group(1), cwd)) and not norm.startswith(".."):
                     seen.add(norm)
     return seen
+
+
+# An absolute path opened by a quote and not closed before this point of its line.
+_QUOTED_PATH_OPEN = re.compile(r"""['"](?:/|~/|[A-Za-z]:[\\/])[^'"\n]*$""")
+
+
+def _in_quoted_path(text: str, start: int) -> bool:
+    """The match at ``start`` is the tail of a quoted path with a space in it: "bash '/Users/u/AAA Backup/app/run.sh'"
+    shows no path "Backup/app/run.sh" (it resolved a bare "run.sh" there)."""
+    if not start or text[start - 1] != " ":
+        return False
+    return bool(_QUOTED_PATH_OPEN.search(text, text.rfind("\n", 0, start) + 1, start))
 
 
 def _locator(messages: Sequence[Message], cwd: str | None) -> ModuleLocator:
