@@ -385,6 +385,7 @@ def _unchecked_source_change(msgs: Sequence[Message]) -> bool:
     if last is None:
         return False
     stems: set[str] | None = None
+    last_stems: set[str] | None = None  # the modules the last change itself wrote
     for m in msgs[last + 1:]:
         if m.role == "user" and _approves(m.content):
             return False  # the user looked at the change and approved it
@@ -401,9 +402,12 @@ def _unchecked_source_change(msgs: Sequence[Message]) -> bool:
             command = _MESSAGE_ARG.sub(" ", command)  # "git commit -m 'make pytest pass'" runs no pytest
             # a run of the program last changed ("npm run upload:readme" echoing "> tsx scripts/upload-readme.ts")
             ran = f"{command}\n{result.content[:2000]}" if command else ""
-            if ran and _RUNS_A_FILE.search(ran) and any(
-                    run.group(1).rsplit(".", 1)[0] in _changed_stems([msgs[last]], results) for run in _RUNS_A_FILE.finditer(ran)):
-                return False
+            runs = [run.group(1).rsplit(".", 1)[0] for run in _RUNS_A_FILE.finditer(ran)] if ran else []
+            if runs:
+                if last_stems is None:
+                    last_stems = _changed_stems([msgs[last]], results)
+                if any(stem in last_stems for stem in runs):
+                    return False
             if not _CHECK.search(command):
                 continue
             if _INLINE_CODE.search(command):
