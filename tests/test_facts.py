@@ -1418,6 +1418,10 @@ def test_powershell_file_cmdlets_and_a_folders_contents_moved() -> None:
            '-Value "x" -Encoding utf8 }; git commit -m "init"; echo "exit: $LASTEXITCODE')
     assert shell_file_ops(cut) == [(".gitignore", "created", "d:/Code Project/Wave")]
     assert shell_file_ops('cd "d:\\w" && dir /s /b "app\\blog" 2>nul > NUL') == []  # Windows's null device
+    # A quote that never closes runs to the end, as it would for the shell: the lines after it are its text (a
+    # 'python -c "…' cut short), and "if idx > i: break" in them redirects nothing.
+    assert shell_file_ops('echo hi > a.txt\npython -c "\nimport sys\nfor i in range(3):\n    if i > 1: break') == [
+        ("a.txt", "created", None)]
     move = ("New-Item -ItemType Directory -Force legacy | Out-Null; "
             "if (Test-Path frontend\\*) { Move-Item -Force frontend\\* legacy\\ }")
     got = _touched(("apply_patch", {"input": "*** Begin Patch\n*** Update File: frontend/main.js\n@@\n-a\n+b\n*** End Patch"},

@@ -1125,7 +1125,7 @@ def _marked_edit(text: str, blocks: Sequence[re.Match[str]], i: int, paths: Sequ
                  if x.strip()]
     lead = sentences[-1] if sentences else ""
     if lead.strip():
-        if name := _named_file(lead, known):
+        if name := _named_file(lead, known) or _stem_named(lead, known):
             return name
         previous = next((p for p in reversed(paths) if p), None)
         if previous and not _PROSE_PATH.search(lead):
@@ -1134,6 +1134,18 @@ def _marked_edit(text: str, blocks: Sequence[re.Match[str]], i: int, paths: Sequ
     after = text[blocks[i].end():blocks[i + 1].start() if i + 1 < len(blocks) else len(text)].strip()
     first = _SENTENCE_END.split(re.split(r"\n\s*\n", after, maxsplit=1)[0], maxsplit=1)[0]
     return _named_file(first, known) if not _ADVICE.search(first) and "?" not in first else None
+
+
+#: A bare name a sentence may call a file by: capitalised or camelCase, as code names are ("AuthPage", "Tasktracker").
+_BARE_NAME = re.compile(r"(?<![\w./@-])([A-Z][A-Za-z0-9_]{3,}|[a-z]+[A-Z][A-Za-z0-9_]*)(?![\w/@-]|\.\w)")
+
+
+def _stem_named(sentence: str, known: Sequence[str]) -> str | None:
+    """The one file the session touched or read whose name without its extension is a bare word of ``sentence``
+    ("Давайте начнем с изменения AuthPage:" after "Read file: src/pages/AuthPage.tsx"); None if none or several."""
+    words = set(_BARE_NAME.findall(sentence))
+    hits = {k for k in known if _stem(k) in words} if words else set()
+    return hits.pop() if len(hits) == 1 else None
 
 
 def _new_side(block: re.Match[str]) -> str:

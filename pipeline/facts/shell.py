@@ -182,6 +182,9 @@ def _tokens(command: str) -> list[str]:
                         tokens.extend(lex(piece))
                     except ValueError:
                         tokens.append(";")
+                # The quote this line opened is still open on the lines after it, as it would be for the shell: they
+                # are its text (a 'python -c "…' whose closing quote was cut off: "if idx > i: break" redirects nothing).
+                break
     return tokens
 
 

@@ -133,7 +133,9 @@ def _args_from_summary(summary: str) -> tuple[str | None, dict[str, Any]]:
     args: dict[str, Any] = {"summary": summary} if summary else {}
     for prefix, v1name, key in _SUMMARY_ARGS:
         if summary.startswith(prefix):
-            value = summary[len(prefix):].split(" • ")[0].strip().strip('"')
+            value = summary[len(prefix):].split(" • ")[0].strip()
+            if len(value) > 1 and value[0] == value[-1] == '"' and '"' not in value[1:-1]:
+                value = value[1:-1]  # a quoted query or path; a command's own closing quote stays ('python -c "…"')
             value = "" if value.startswith(",") else value  # "Listed directory , 0 results"
             if value and value != "undefined":
                 args[key] = value
