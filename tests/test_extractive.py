@@ -2179,6 +2179,32 @@ def test_a_generators_report_claims_its_artifact_once_a_command_looked_at_it() -
     assert _verdict(ask, *write, *check, adjective).state != "resolved"
 
 
+def test_a_change_report_after_the_changed_program_ran_and_saved_its_output() -> None:
+    """A new set's Codex session: the agent rewrote a script, ran it ("Wrote 54 prompts to prompt_history.md", exit 0)
+    and reported "Simplified `export_history.py` into a minimal reader". The run's own output file is what the
+    program made, not a change still to check, and a report opening on a change verb claims the work once something
+    ran after the change. Without the run, or with the run failing, the claim stays in doubt."""
+    def step(cid: str, name: str, args: dict[str, Any], output: str) -> list[Message]:
+        return [a("", calls=(ToolCall(id=cid, name=name, arguments=args),)),
+                Message(role="tool", tool_call_id=cid, content=output)]
+
+    ask = u("Let's go back to the version where export_history.py reads from an existing exported-session.jsonl file. "
+            "Make it minimal: it only writes the prompt_history.md file.")
+    patch = [*step("d", "apply_patch", {"input": "*** Begin Patch\n*** Delete File: export_history.py\n*** End Patch"},
+                   "Success. Updated the following files:\nD export_history.py\n"),
+             *step("p", "apply_patch", {"input": "*** Begin Patch\n*** Add File: export_history.py\n+import json\n"
+                                        "*** End Patch"}, "Success. Updated the following files:\nA export_history.py\n")]
+    run = step("r", "shell_command", {"command": "python3 export_history.py 019a"},
+               "Exit code: 0\nOutput:\nWrote 54 prompts to prompt_history.md\n")
+    report = a("Simplified `export_history.py` into a minimal reader of `exported-session.jsonl`:\n\n"
+               "- Parses user/assistant messages and writes `prompt_history.md`.")
+    assert _verdict(ask, *patch, *run, report).state == "resolved"
+    assert _verdict(ask, *patch, report).state == "unknown"
+    broke = step("r", "shell_command", {"command": "python3 export_history.py 019a"},
+                 "Exit code: 1\nOutput:\nTraceback (most recent call last):\nKeyError: 'payload'\n")
+    assert _verdict(ask, *patch, *broke, report).state != "resolved"
+
+
 def test_the_way_the_agent_proposed_and_the_user_told_it_to_take_is_a_decision() -> None:
     """A blind set's Codex session: "How can I install this initializer as an app in ~/.local/bin?" was answered
     "Use a tiny shim script in `~/.local/bin` that delegates to the existing initializer script" after "I found the

@@ -56,6 +56,7 @@ from pipeline.facts.derive import (
     found_nothing,
     parse_result,
     result_failed,
+    saved_files,
     shows_edit,
 )
 from pipeline.facts.turns import (
@@ -526,13 +527,16 @@ def _ends_on_passing_check(tail: Sequence[Message]) -> int | None:
 
 
 def _last_change(tail: Sequence[Message]) -> int | None:
-    """Index in ``tail`` of the last assistant message whose tool calls changed a file."""
+    """Index in ``tail`` of the last assistant message whose tool calls changed a file. What a run's own output says
+    it saved ("Wrote 54 prompts to prompt_history.md") is the program's output, not a change to check: that run is
+    the check of the change before it."""
     results = {m.tool_call_id: m for m in tail if m.role == "tool" and m.tool_call_id}
     last_change = None
     for i, m in enumerate(tail):
         if m.role == "assistant" and m.tool_calls:
             calls = [results[c.id] for c in m.tool_calls if c.id in results]
-            if any(t.action != "read" for t in file_touches([m, *calls])):
+            saved = {p.replace("\\", "/").rsplit("/", 1)[-1] for r in calls for p in saved_files(r)}
+            if any(t.action != "read" and t.path.rsplit("/", 1)[-1] not in saved for t in file_touches([m, *calls])):
                 last_change = i
     return last_change
 
@@ -723,7 +727,9 @@ def _claims_done(text: str) -> bool:
 #: "Codified the governance: established the v1.0.0 constitution", "I've generated the tasks file", "Validation
 #: passed"): a claim, as the report's verb, never "the generated files" as an adjective.
 _MADE = re.compile(r"(?:^|\b(?:I|we)(?:['’]ve| have)?\s+|\b(?:has|have|was|were) been\s+)"
-                   r"(?:generated|established|codified|written|bumped)\b|^(?:validation|checks?) passed\b", re.I)
+                   r"(?:generated|established|codified|written|bumped|simplified|refactored|rewr(?:ote|itten)|reworked"
+                   r"|reverted|restored|switched|converted|migrated|extracted|streamlined|consolidated)\b"
+                   r"|^(?:validation|checks?) passed\b", re.I)
 
 
 def _claims_made(final: str, tail: Sequence[Message]) -> bool:
