@@ -2205,6 +2205,20 @@ def test_a_change_report_after_the_changed_program_ran_and_saved_its_output() ->
     assert _verdict(ask, *patch, *broke, report).state != "resolved"
 
 
+def test_a_swap_to_another_way_is_a_decision() -> None:
+    """A new set's Claude Code session: asked whether the roll is truly random, the agent answered "For 'nobody can
+    argue it's unfair' territory, I'll swap to `crypto.getRandomValues()` which pulls from the OS cryptographic RNG";
+    a swap to something is a choice as a switch to it is. Swapping two items in a list chooses nothing."""
+    from pipeline.summarize.decisions import key_decisions
+
+    ask = u("can you add some sfx? also, is it truly random? i need to be able to reason about its randomness")
+    got = key_decisions([ask, a("`Math.random()` is a PRNG. For fairness nobody can argue with, I'll swap to "
+                                "`crypto.getRandomValues()` which pulls from the OS cryptographic RNG.")])
+    assert [d.choice for d in got] == ["For fairness nobody can argue with, I'll swap to `crypto.getRandomValues()` "
+                                       "which pulls from the OS cryptographic RNG."]
+    assert key_decisions([u("fix the order"), a("I swapped the two rows in the table.")]) == []
+
+
 def test_the_way_the_agent_proposed_and_the_user_told_it_to_take_is_a_decision() -> None:
     """A blind set's Codex session: "How can I install this initializer as an app in ~/.local/bin?" was answered
     "Use a tiny shim script in `~/.local/bin` that delegates to the existing initializer script" after "I found the

@@ -21,7 +21,7 @@ from pipeline.summarize.text import _CODE_SPAN, _LIST_MARK, _MARKUP, _UNITS, _cl
 _DECISION = re.compile(
     # (the words end where a word ends: "Switch Toggle" is no "switch to", "went without" no "went with")
     r"\b(?:decided to|decide to|we'?ll use|we will use|let'?s (?:use|go with|stick with|switch)|going with|"
-    r"went with|chose|choose|chosen|picked|opted for|opting for|instead|rather than|switch(?:ed|ing)? to|"
+    r"went with|chose|choose|chosen|picked|opted for|opting for|instead|rather than|switch(?:ed|ing)? to|swap(?:ped|ping)? to|"
     r"prefer(?:red|s)?)\b|\b(?:don'?t|do not)\b[^.;]*,\s*use\b"
     r"|决定|改用|选择|采用|采纳|而不是|不用|(?<!替)换成|还是用|不要|用[^，。；：,;:\n]{1,30}?(?:替代|代替|取代)"
     r"|(?:优先|强制)(?:使用|用|加载|读取|采用)", re.I)
