@@ -2219,6 +2219,27 @@ def test_a_swap_to_another_way_is_a_decision() -> None:
     assert key_decisions([u("fix the order"), a("I swapped the two rows in the table.")]) == []
 
 
+def test_a_question_answered_after_the_agent_said_it_could_not_do_the_work() -> None:
+    """A new blind set's false success (Codex on Windows, in Chinese): asked to investigate a Unity script, the agent
+    said "所以我还没法直接读 `CarticulateDynamicsDirver` 的实现" (it is outside the workspace); the user then asked how to
+    change the workspace, and that answer was taken for the session's outcome. The work asked before is still
+    undone. When a later reply does the work ("I can read it now: fixed …"), or the agent never said it could not,
+    the answered question stands."""
+    work = u("Investigate why the character jitters when SetStateQ is commented out in Driver.cs")
+    cannot = a("The workspace only holds the bridge files, so I still can't read `Driver.cs`. Send me its path.")
+    how = u("How do I change the workspace so you can see it?")
+    answer = a("Add a junction to the Unity project: `mklink /J unity ..\\SIGGRAPH2024Unity`, or open a new "
+               "session in that folder.")
+    v = _verdict(work, cannot, how, answer)
+    assert v.state == "unresolved" and "could not do the work" in v.reason, v
+    zh = a("当前工作区里还是只有两个桥接文件，所以我还没法直接读 `Driver.cs` 的实现。")
+    assert _verdict(work, zh, how, answer).state == "unresolved"
+    did = a("I can read it now: fixed the state sync in `Driver.cs`, and the jitter is gone in the replay.")
+    assert _verdict(work, cannot, did, how, answer).state != "unresolved"
+    assert _verdict(work, a("SetStateQ syncs the whole dynamics state; without it M and h are stale."), how,
+                    answer).state == "resolved"
+
+
 def test_the_way_the_agent_proposed_and_the_user_told_it_to_take_is_a_decision() -> None:
     """A blind set's Codex session: "How can I install this initializer as an app in ~/.local/bin?" was answered
     "Use a tiny shim script in `~/.local/bin` that delegates to the existing initializer script" after "I found the

@@ -201,7 +201,7 @@ _OWN_FAILURE = re.compile(
     r"\b(?:i|we)(?: (?:still|just|also))? (?:couldn[’']?t|could not|can[’']?t|cannot|wasn[’']?t able|was not able"
     r"|weren[’']?t able|were not able|am unable|was unable|were unable|failed to|am not able|did not manage"
     r"|didn[’']?t manage)\b|\bi[’']m (?:unable|not able)\b|(?:hit|reached) (?:the|my|a) (?:(?:\w|-)+ ){0,2}limit"
-    r"|ran out of (?:time|budget|iterations|attempts|turns|tokens)|(?:我|我们)(?:暂时|还是|仍然)?(?:无法|没能|未能|不能)"
+    r"|ran out of (?:time|budget|iterations|attempts|turns|tokens)|(?:我|我们)(?:暂时|还是|仍然|还|仍)?(?:无法|没能|未能|不能|没法|没办法)"
     r"|\b(?:não consegui|no pude|n'ai pas pu)\b|できませんでした|失敗しました", re.I)
 # A question about the state of the work itself ("did the tests pass?", "is it deployed?", "what's the status of the
 # deploy?", "成功了吗"): its answer is the work's outcome, so only a claim of success that survives the vetoes resolves
@@ -1206,6 +1206,20 @@ def _confirmed(msgs: Sequence[Message]) -> int | None:
     return None
 
 
+def _could_not_do_prior(msgs: Sequence[Message], last_ask: int) -> int | None:
+    """Index of the agent's own word that it could not do what the ask before ``last_ask`` asked for
+    (``_OWN_FAILURE``: "I still can't read the file", "我还没法直接读"), when no reply after it claims that work done;
+    else None. A question it could not answer is no more done than work."""
+    prior = next((i for i in range(last_ask - 1, -1, -1) if _kind(msgs[i]) == "ask"), None)
+    if prior is None:
+        return None
+    said = next((i for i in range(last_ask - 1, prior, -1) if msgs[i].role == "assistant"
+                 and _OWN_FAILURE.search(_prose(msgs[i].content))), None)
+    if said is None or any(m.role == "assistant" and _claims_done(m.content) for m in msgs[said + 1:last_ask]):
+        return None
+    return said
+
+
 def _problem_in_answers(msgs: Sequence[Message], prior: int, last_ask: int) -> int | None:
     """Index of a reply that reports a problem still open (``reported_problem``) among the answers to the run of
     questions that ends the session (the asks from ``prior`` back, each answered without work), not the last answer,
@@ -1315,6 +1329,11 @@ def _judge(msgs: list[Message]) -> EndVerdict:
         # A question answered after a failed run says nothing of the fix that followed it, named file or not.
         return _verdict("unknown", "the last run the user showed failed and the change after it was never run; "
                         "the questions after it were answered", msgs, failed_run, doubted=True)
+    if answer is not None and last_ask is not None and (said := _could_not_do_prior(msgs, last_ask)) is not None:
+        # A question answered after the agent said it could not do the work asked before ("所以我还没法直接读
+        # `CarticulateDynamicsDirver` 的实现", then "how do I change the workspace?" answered): that work is still undone.
+        return _verdict("unresolved", "the agent said it could not do the work asked before; the questions after it "
+                        "were answered", msgs, said)
     if answer is not None and last_ask is not None and any(t.action != "read" for t in file_touches(msgs[:last_ask])):
         # An answer says nothing of the work done before the question: "remind me which Python setup we used" after a
         # fix nothing checked leaves it in doubt, after one the reply said failed leaves it failed. The work is judged
