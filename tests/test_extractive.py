@@ -2240,6 +2240,28 @@ def test_a_question_answered_after_the_agent_said_it_could_not_do_the_work() -> 
                     answer).state == "resolved"
 
 
+def test_a_claim_that_hands_its_check_to_the_user_is_in_doubt() -> None:
+    """A new set's false success (Claude Code, in Chinese): the agent pushed a workflow fix and closed with "请稍等几分钟
+    再刷新网页确认。如果 deploy 失败你把报错贴回来"; the user never reported back. A reply that leaves the check of its
+    work to the user claims nothing checked; a test or build that passed after the last change still stands."""
+    def step(cid: str, name: str, args: dict[str, Any], output: str) -> list[Message]:
+        return [a("", calls=(ToolCall(id=cid, name=name, arguments=args),)),
+                Message(role="tool", tool_call_id=cid, content=output)]
+
+    ask = u("网页上没有更新，另外把 Node 20 的 warning 一起修复")
+    edit = step("e", "Edit", {"file_path": ".github/workflows/deploy.yml", "old_string": "a", "new_string": "b"},
+                "The file .github/workflows/deploy.yml has been updated successfully.")
+    push = step("p", "Bash", {"command": "git commit -am fix && git push"}, "[main b36ebae] fix\n  main -> main")
+    zh = a("已提交 `b36ebae3` 并推送。两处修复已完成。请稍等几分钟再刷新网页（Ctrl+F5）确认。如果 deploy 失败你把报错贴回来。")
+    v = _verdict(ask, *edit, *push, zh)
+    assert v.state == "unknown" and v.doubted and "check of its work" in v.reason, v
+    en = a("Fixed and pushed. Refresh the page in a few minutes to confirm the new numbers show.")
+    assert _verdict(u("the page does not update, fix it"), *edit, *push, en).state == "unknown"
+    assert _verdict(ask, *edit, *push, a("已提交 `b36ebae3` 并推送。两处修复已完成。")).state == "resolved"
+    built = step("b", "Bash", {"command": "npm run build"}, "Exit code: 0\nbuild ok")
+    assert _verdict(ask, *edit, *built, en).state == "resolved"
+
+
 def test_the_way_the_agent_proposed_and_the_user_told_it_to_take_is_a_decision() -> None:
     """A blind set's Codex session: "How can I install this initializer as an app in ~/.local/bin?" was answered
     "Use a tiny shim script in `~/.local/bin` that delegates to the existing initializer script" after "I found the

@@ -328,6 +328,15 @@ _AWAITS_REVIEW = re.compile(
     r"\bready for (?:your )?(?:review|validation|approval|sign-?off)\b|\bpr[êe]te? (?:pour|à) (?:la )?(?:validation|relecture)\b"
     r"|\blist[oa] para (?:su )?(?:revisi[óo]n|validaci[óo]n)\b|\bpront[oa] para (?:sua )?(?:revis[ãa]o|valida[çc][ãa]o)\b"
     r"|请(?:您|你)?(?:审阅|审核|验收)|待(?:您|你)?(?:审阅|审核|验收)", re.I)
+# The check of the work is handed to the user ("请稍等几分钟再刷新网页确认", "refresh the page to confirm it shows", "let
+# me know if it works now", "如果 deploy 失败你把报错贴回来"): until the user reports back, nothing checked the claim.
+_HANDS_CHECK = re.compile(
+    r"\b(?:refresh|reload|hard-refresh)\b[^.\n]{0,80}\b(?:confirm|check|verify|see (?:if|whether))\b"
+    r"|\blet me know (?:if|whether|how) (?:it|that|this|everything|the \w+) (?:now )?(?:works?|worked|fix(?:es|ed)|helps"
+    r"|goes|still)\b|\bplease (?:test|verify|confirm|check) (?:it|that|this|whether|if)\b"
+    r"|(?:刷新|重新加载|再试|测试|验证|检查)[^。！？\n]{0,30}确认|请(?:您|你)?(?:确认|验证|测试|试一下|再试)"
+    r"|(?:如果|若)[^。\n]{0,30}(?:失败|报错|不行|还有问题)[^。\n]{0,20}(?:贴|发|告诉)"
+    r"|確認してください|お試しください|試してみてください", re.I)
 # The fix takes effect only once the user runs what the reply hands over ("### What you should run on the droplet",
 # "在服务器上执行…"): until someone reports back, the claim is about code, not about the running system.
 _LEAVES_STEPS = re.compile(
@@ -1309,6 +1318,9 @@ def _judge(msgs: list[Message]) -> EndVerdict:
         if _AWAITS_REVIEW.search(_prose(final)) and _passing_check_after_change(tail) is None:
             return _verdict("unknown", "the final reply hands the work over for a review that never came", msgs, at,
                             doubted=True)
+        if _HANDS_CHECK.search(_prose(final)) and _passing_check_after_change(tail) is None:
+            return _verdict("unknown", "the final reply leaves the check of its work to the user, who never reported "
+                            "back", msgs, at, doubted=True)
         if _LEAVES_STEPS.search(_prose(final)):
             return _verdict("unknown", "the final reply leaves steps for the user to run (a deploy, a server), never "
                             "reported back", msgs, at, doubted=True)
