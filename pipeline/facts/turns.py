@@ -36,6 +36,8 @@ _HARNESS = (
     "<user_instructions>", "<task-notification>", "<bash-input>", "<bash-stdout>", "# AGENTS.md instructions",
     "Caveat: The messages below", "This session is being continued from a previous conversation",
     "<skill>\n<name>",  # Codex inlining a skill's SKILL.md the user invoked ("$rhwp-edit …")
+    # Claude Code's answer to a slash command it does not know, posted in the user's role after its local-command caveat
+    "Unknown skill: ", "Unknown command: ", "Unknown slash command: ",
 )
 # A notice the harness posts in the user's role about a tool the agent started: VS Code Copilot's "[Terminal 3ad7…
 # notification: command completed with exit code 1. …] Terminal output: …", Hermes's "[IMPORTANT: Background process
