@@ -353,7 +353,10 @@ def test_cut_off_sessions_are_unresolved() -> None:
 
 
 def test_done_claims_in_chinese_and_portuguese_and_undo() -> None:
-    assert end(u("图标颜色没有生效"), a("我已经将所有 `<img>` 标签替换为内联的 SVG 元素。请刷新页面查看效果。")) == "resolved"
+    # A claim answering "it did not take effect" is in doubt until something checks it (was "resolved" before the
+    # 2026-12-07 eighth round: the new fix is the agent's word alone, after the user said the last one failed).
+    assert end(u("图标颜色没有生效"), a("我已经将所有 `<img>` 标签替换为内联的 SVG 元素。请刷新页面查看效果。")) == "unknown"
+    assert end(u("把图标改成白色"), a("我已经将所有 `<img>` 标签替换为内联的 SVG 元素。")) == "resolved"
     assert end(u("图标颜色没有生效"), a("这可能是缓存的问题。")) == "unresolved"
     assert end(u("agora faça commit and push"), a("## Push Concluído com Sucesso!\n\n**Tudo resolvido!**")) == "resolved"
     assert end(u("add the endpoint"), a("Added the `/health` route. Done."), u("/undo")) == "unresolved"
@@ -2278,6 +2281,26 @@ def test_claude_codes_answer_to_an_unknown_slash_command_is_no_ask() -> None:
                "explicitly asks you to.</local-command-caveat>")
     assert _verdict(ask, *test, done, caveat, u("Unknown skill: export")).state == "resolved"
     assert _verdict(ask, *test, done, caveat, u("Unknown command: /exprot")).state == "resolved"
+
+
+def test_a_new_claim_after_the_user_said_the_fix_did_not_solve_it_needs_a_check() -> None:
+    """A new set's false success (a Cursor export): the user wrote "but it does not solve the problem … the dynamic data
+    is not updated", the agent changed the template, started the server (no output) and replied "The fix I've
+    implemented should resolve the issue". After the user said the last fix did not do it, a claim alone is in doubt;
+    a test or build that passed after the change still decides it."""
+    def step(cid: str, name: str, args: dict[str, Any], output: str) -> list[Message]:
+        return [a("", calls=(ToolCall(id=cid, name=name, arguments=args),)),
+                Message(role="tool", tool_call_id=cid, content=output)]
+
+    ask = u("but it does not solve the problem. when i switch to real data the dynamic data is not updated")
+    edit = step("e", "search_replace", {"path": "app/templates/stats.html", "old_string": "a", "new_string": "b"},
+                "The file app/templates/stats.html has been updated.")
+    serve = step("s", "run_terminal_cmd", {"command": "python wsgi.py"}, "")
+    claim = a("The fix I've implemented should resolve the issue: the update functions now read `currentState`.")
+    v = _verdict(u("switch the data source"), a("Done: added the switch."), ask, *edit, *serve, claim)
+    assert v.state == "unknown" and v.doubted and "did not do what was asked" in v.reason, v
+    tests = step("t", "run_terminal_cmd", {"command": "pytest -q"}, "12 passed in 0.4s")
+    assert _verdict(u("switch the data source"), a("Done."), ask, *edit, *tests, claim).state == "resolved"
 
 
 def test_the_way_the_agent_proposed_and_the_user_told_it_to_take_is_a_decision() -> None:

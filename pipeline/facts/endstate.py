@@ -113,6 +113,7 @@ _FAILED = re.compile(
     r"|失敗しました|できませんでした|解決できません|確認できませんでした|動作しませんでした", re.I)
 _USER_UNHAPPY = re.compile(
     r"\b(?:still (?:broken|failing|fails|not|doesn'?t|the same)|doesn'?t work|not working|didn'?t work|same error|"
+    r"(?:does|did)(?:n'?t| not) (?:solve|fix|help)|(?:is|was)(?:n'?t| not) (?:solved|fixed)|"
     r"try again|wrong|no (?:change|effect)|nothing changed)\b|还是不行|不行|没用|报错|还是错|还是这样|没有(?:改变|变化|效果|生效)"
     r"|没效果|没生效"
     # the session's own language, as the replies' tables have it: "No funciona", "Los botones siguen ahí", "ainda não
@@ -578,6 +579,24 @@ def _passing_check_after_change(tail: Sequence[Message], checks: re.Pattern[str]
         command = _MESSAGE_ARG.sub(" ", call_command(call.arguments, m) or "") if call.name.lower() in COMMAND_TOOLS else ""
         if checks.search(command):
             passed = i
+    return passed
+
+
+def _check_passed(tail: Sequence[Message]) -> bool:
+    """A check (``_TEST_OR_BUILD``) passed after the tail's last change to a file, with no failure after it; where no
+    tool changed a file (an export that shows its edits as prose diffs), a check that passed anywhere in the tail."""
+    if _last_change(tail) is not None:
+        return _passing_check_after_change(tail) is not None
+    calls = {c.id: c for m in tail if m.role == "assistant" for c in m.tool_calls if c.id}
+    passed = False
+    for m in tail:
+        if m.role != "tool" or (call := calls.get(m.tool_call_id or "")) is None:
+            continue
+        if result_failed(m):
+            passed = False
+        elif call.name.lower() in COMMAND_TOOLS and _TEST_OR_BUILD.search(
+                _MESSAGE_ARG.sub(" ", call_command(call.arguments, m) or "")):
+            passed = True
     return passed
 
 
@@ -1324,6 +1343,12 @@ def _judge(msgs: list[Message]) -> EndVerdict:
         if _LEAVES_STEPS.search(_prose(final)):
             return _verdict("unknown", "the final reply leaves steps for the user to run (a deploy, a server), never "
                             "reported back", msgs, at, doubted=True)
+        if (last_turn == last_ask and not account and _USER_UNHAPPY.search(user_words(ask))
+                and not _check_passed(tail)):
+            # The user said the last fix did not do it ("but it does not solve the problem"): a new claim needs more than
+            # the claim, and nothing that checks the work (a test, a build) passed after the change.
+            return _verdict("unknown", "the user said the work did not do what was asked, and nothing checked the fix "
+                            "that followed", msgs, at, doubted=True)
         if _unverified_fix(msgs) is not None:
             return _verdict("unknown", "the final reply claims the work done, but the last run the user showed failed "
                             "and the change after it was never run", msgs, at, doubted=True)
