@@ -2303,6 +2303,31 @@ def test_a_new_claim_after_the_user_said_the_fix_did_not_solve_it_needs_a_check(
     assert _verdict(u("switch the data source"), a("Done."), ask, *edit, *tests, claim).state == "resolved"
 
 
+def test_a_step_the_user_turned_down_and_the_reply_offers_again_is_undone() -> None:
+    """A new set's false success (Claude Code, in Korean): asked to commit and push, the agent ran `git push`; the user
+    turned it down, asked to fix the commit's author first, and the final reply said the author was fixed, then
+    "푸시도 할까요?" (shall I push too?). The push the user asked for never ran. A push that ran after the turned-down
+    one, or a final offer of some other step, leaves the claim as it was."""
+    def step(cid: str, command: str, output: str) -> list[Message]:
+        return [a("", calls=(ToolCall(id=cid, name="Bash", arguments={"command": command}),)),
+                Message(role="tool", tool_call_id=cid, content=output)]
+
+    rejected = ("The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a file "
+                "edit, the new_string was NOT written to the file). STOP what you are doing and wait for the user.")
+    ask = u("커밋 푸시")
+    commit = step("c", "git commit -m 'fix: favicon'", "[main 3516334] fix: favicon\n 1 file changed")
+    push = step("p", "git push", rejected)
+    author = u("git commit author 수정해야됨")
+    amend = step("a", "git commit --amend --reset-author --no-edit", "[main 108d054] fix: favicon")
+    offer = a("author가 `MINT <m@example.com>`으로 수정되었습니다. 푸시도 할까요?")
+    v = _verdict(ask, *commit, *push, u("[Request interrupted by user for tool use]"), author, *amend, offer)
+    assert v.state == "unresolved" and "turned down" in v.reason, v
+    pushed = step("q", "git push", "To github.com:m/hudy.git\n   3516334..108d054  main -> main")
+    assert _verdict(ask, *commit, *push, author, *amend, *pushed, offer).state == "resolved"
+    other = a("author가 `MINT <m@example.com>`으로 수정되었습니다. 다른 것도 확인할까요?")
+    assert _verdict(ask, *commit, *push, author, *amend, other).state != "unresolved"
+
+
 def test_the_way_the_agent_proposed_and_the_user_told_it_to_take_is_a_decision() -> None:
     """A blind set's Codex session: "How can I install this initializer as an app in ~/.local/bin?" was answered
     "Use a tiny shim script in `~/.local/bin` that delegates to the existing initializer script" after "I found the

@@ -243,7 +243,7 @@ def found_nothing(command: str | None, message: Message | None) -> bool:
 _REJECTED_USE = "The user doesn't want to proceed with this tool use."
 
 
-def _user_rejected(message: Message | None) -> bool:
+def user_rejected(message: Message | None) -> bool:
     return message is not None and message.content.lstrip().startswith(_REJECTED_USE)
 
 
@@ -428,7 +428,7 @@ def _listed_paths(args: dict[str, Any]) -> list[str]:
 def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | None, out: _Touches | _Recorder) -> None:
     lname = name.lower()
     failed = result_failed(result_msg)
-    if (failed and lname not in COMMAND_TOOLS) or _user_rejected(result_msg):
+    if (failed and lname not in COMMAND_TOOLS) or user_rejected(result_msg):
         return  # a failed write or edit changed nothing, nor did one the user turned down
     result = parse_result(result_msg)
     if lname in _SUBAGENT_TOOLS:

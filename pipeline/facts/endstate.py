@@ -58,6 +58,7 @@ from pipeline.facts.derive import (
     result_failed,
     saved_files,
     shows_edit,
+    user_rejected,
 )
 from pipeline.facts.turns import (
     _ack_role,
@@ -1130,6 +1131,39 @@ _EDIT_REJECTED = re.compile(r"the llm did not conform to the edit format|search/
                             r"|searchreplacenoexactmatch|failed to apply edit", re.I)
 
 
+#: Steps a command takes that a user may turn down and an agent offer again: how a command takes it, and the words a
+#: reply offers it with, in the replies' languages ("Shall I push?", "푸시도 할까요?", "要推送吗？").
+_STEPS = (
+    (re.compile(r"\bgit\b[^;&|\n]*\bpush\b"), re.compile(r"\bpush|푸시|推送|プッシュ", re.I)),
+    (re.compile(r"\bgit\b[^;&|\n]*\bcommit\b"), re.compile(r"\bcommit|커밋|提交|コミット", re.I)),
+    (re.compile(r"\bdeploy\b|\bvercel\b|\bfly deploy\b|\bnetlify\b"), re.compile(r"\bdeploy|배포|部署|デプロイ", re.I)),
+    (re.compile(r"\b(?:npm|pnpm|yarn|cargo|twine|gem) (?:publish|upload)\b"), re.compile(r"\bpublish|배포|发布|公開", re.I)),
+)
+
+
+def _offers_rejected_step(msgs: Sequence[Message], final: str) -> int | None:
+    """Index of a command the user turned down (Claude Code's "The user doesn't want to proceed with this tool use")
+    whose step (a push, a commit, a deploy) nothing ran after, when the final reply asks whether to take that step
+    ("author가 수정되었습니다. 푸시도 할까요?"): the step the user asked for is still undone, and the reply says so."""
+    last = _sentences(_prose(final))
+    if not last or not last[-1].rstrip().endswith(("?", "？")):
+        return None
+    results = {m.tool_call_id: m for m in msgs if m.role == "tool" and m.tool_call_id}
+    pending: dict[int, int] = {}  # step → the index of its turned-down command
+    for i, m in enumerate(msgs):
+        for call in m.tool_calls if m.role == "assistant" else ():
+            if call.name.lower() not in COMMAND_TOOLS or (result := results.get(call.id or "")) is None:
+                continue
+            command = _MESSAGE_ARG.sub(" ", call_command(call.arguments, result) or "")
+            for step, (runs, _said) in enumerate(_STEPS):
+                if runs.search(command):
+                    if user_rejected(result):
+                        pending[step] = i
+                    elif not result_failed(result):
+                        pending.pop(step, None)
+    return next((i for step, i in pending.items() if _STEPS[step][1].search(last[-1])), None)
+
+
 def _edit_rejected(msgs: Sequence[Message], after: int | None) -> int | None:
     """Index of the harness's report that an edit failed to apply after message ``after``, unless a later message
     shows an edit applied (aider's retry: "Applied edit to a.py")."""
@@ -1322,6 +1356,9 @@ def _judge(msgs: list[Message]) -> EndVerdict:
                             doubted=True)
         if closed and not _thanks_for_unrun_change(msgs, closer, tail):
             return _verdict("resolved", "the user closed the work", msgs, closer)
+        if (turned_down := _offers_rejected_step(msgs, final)) is not None:
+            return _verdict("unresolved", "the user turned down a step the final reply offers again, and it never ran",
+                            msgs, turned_down)
         if _waits_for_input(final):
             return _verdict("unresolved", "the final reply claims progress but waits for the user's input, never given",
                             msgs, at)
