@@ -1205,6 +1205,19 @@ def _touched(*calls: tuple[str, object, str], cwd: str = "/home/u/p") -> list[tu
 PATCH = "*** Begin Patch\n*** Add File: src/a.py\n+x\n*** Update File: b.py\n@@\n-a\n+b\n*** End Patch"
 
 
+def test_a_patch_known_only_by_codexs_list_of_what_it_changed() -> None:
+    """A new blind set's Codex CLI session through SpecStory (Markdown v2.0) kept each apply_patch's result but not its
+    input: "Output: ``` Success. Updated the following files: M app/src/…/WeeklyDisplayLogic.kt ```". That list names
+    each file and what the patch did (A added, M modified, D deleted); the note listed no file at all. A failed patch,
+    or one whose output lists nothing, changes nothing."""
+    ok = "Output: ```\nSuccess. Updated the following files:\nM app/src/Logic.kt\nA app/src/test/LogicTest.kt\n```"
+    gone = "Success. Updated the following files:\nD docs/old.md\n"
+    assert _touched(("apply_patch", {}, ok), ("apply_patch", {}, gone)) == [
+        ("modified", "app/src/Logic.kt"), ("created", "app/src/test/LogicTest.kt"), ("deleted", "docs/old.md")]
+    assert _touched(("apply_patch", {}, "apply_patch verification failed: Failed to find expected lines in a.kt")) == []
+    assert _touched(("apply_patch", {}, "Output: ```\nSuccess. Updated the following files:\n```")) == []
+
+
 def test_codex_code_mode_runs_the_commands_its_javascript_names() -> None:
     """Codex's code mode calls ``exec`` with JavaScript: ``tools.exec_command({cmd:"…", "workdir":"/w"})``, several in a
     ``Promise.all``. Each command is run as if typed, in its workdir (a blind set's session was all of this)."""

@@ -455,6 +455,12 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
         for path, action in _patch_ops(patch):
             out.add(path, action, name, None, True)  # a header is the file's name as written, no shell
         return
+    if lname in _PATCH_TOOLS and result_msg is not None and (applied := _applied_list(result_msg.content)):
+        # An export that kept a patch's result, not its input (SpecStory of Codex CLI: "Success. Updated the following
+        # files:\nM app/src/a.kt"): the list Codex prints names each file and what the patch did to it.
+        for path, action in applied:
+            out.add(path, action, name, None, True)
+        return
     if lname in _CODE_TOOLS and isinstance(args, dict) and isinstance(code := args.get("code"), str):
         for path, action, op_base in code_file_ops(code):
             out.add(path, action, name, op_base)
@@ -565,6 +571,26 @@ _LETTER_IN_NAME = re.compile(r"[^\W\d]")
 # arguments (SpecStory renders a Write as its content alone) keeps this line, the tool's own word.
 _RESULT_PATH = re.compile(r"^(?:File created successfully at: ([^\n]*)|The file ([^\n]+?) has been (?:updated|created|written)\b)",
                           re.M)
+
+
+_APPLIED_HEAD = "Updated the following files:"
+_APPLIED_LINE = re.compile(r"^\s*([AMD])\s+(\S.*?)\s*$")
+_APPLIED_ACTIONS: dict[str, FileAction] = {"A": "created", "M": "modified", "D": "deleted"}
+
+
+def _applied_list(text: str) -> list[tuple[str, FileAction]]:
+    """The files Codex's apply_patch says it changed ("Success. Updated the following files:" then "A/M/D path" lines)."""
+    at = text.find(_APPLIED_HEAD)
+    if at < 0:
+        return []
+    found: list[tuple[str, FileAction]] = []
+    for line in text[at + len(_APPLIED_HEAD):].splitlines()[1:] if "\n" in text[at:] else []:
+        if not (m := _APPLIED_LINE.match(line)):
+            if line.strip():
+                break
+            continue
+        found.append((m.group(2).strip("`"), _APPLIED_ACTIONS[m.group(1)]))
+    return found
 
 
 def _result_path(text: str) -> str | None:
