@@ -362,6 +362,18 @@ def test_done_claims_in_chinese_and_portuguese_and_undo() -> None:
     assert end(u("add the endpoint"), a("Added the `/health` route. Done."), u("/undo")) == "unresolved"
 
 
+def test_pushed_created_deleted_in_french_spanish_portuguese_and_german_claim_the_work() -> None:
+    """A new set's French Claude Code session: "Branche **`alexandre`** poussée sur le remote ✅" after the push's own
+    output went unread as a claim (the English "pushed" is one); so did "créée", "eliminado", "criado", "gelöscht"."""
+    assert end(u("pousse ma branche"), a("Branche **`alexandre`** poussée sur le remote et liée à `origin/alexandre`. ✅")) \
+        == "resolved"
+    assert end(u("crée le fichier de config"), a("Le fichier `config.yml` est créé.")) == "resolved"
+    assert end(u("borra el script viejo"), a("Script `old.sh` eliminado.")) == "resolved"
+    assert end(u("crie o arquivo"), a("Arquivo `a.md` criado com o conteúdo pedido.")) == "resolved"
+    assert end(u("lösche die alte Datei"), a("Die Datei `alt.txt` wurde gelöscht.")) == "resolved"
+    assert end(u("pousse ma branche"), a("La branche n'a pas été poussée : le remote refuse.")) != "resolved"
+
+
 def test_message_kinds_are_computed_in_linear_time(monkeypatch: Any) -> None:
     import pipeline.facts.endstate
     import pipeline.facts.turns

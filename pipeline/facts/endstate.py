@@ -96,6 +96,11 @@ _DONE = re.compile(
     # pt/es/fr/de: the session's own language, since replies follow the user
     r"|\b(?:conclu[íi]d[oa]s?|resolvid[oa]s?|corrigid[oa]s?|com sucesso|resuelt[oa]s?|corregid[oa]s?|con éxito"
     r"|terminé|corrigée?s?|résolue?s?|erledigt|behoben|gelöst"
+    # the "created", "pushed", "deleted", "renamed", "merged", "deployed" the English list has
+    r"|créée?s?|poussée?s?|supprimée?s?|renommée?s?|fusionnée?s?|déployée?s?|commitée?s?"
+    r"|cread[oa]s?|subid[oa]s?|eliminad[oa]s?|renombrad[oa]s?|fusionad[oa]s?|desplegad[oa]s?"
+    r"|criad[oa]s?|removid[oa]s?|renomead[oa]s?|mesclad[oa]s?|implantad[oa]s?"
+    r"|erstellt|gepusht|gelöscht|umbenannt|zusammengeführt|gemergt|deployt"
     # the "implemented" and "updated" the English list has ("added" left out: "He agregado logging para debuggear"
     # reported a debugging step, not a fix, on a session the user still said was broken)
     r"|implementad[oa]s?|se implementó|implementé|implementei|actualizad[oa]s?|atualizad[oa]s?"
@@ -269,7 +274,8 @@ _NOT_OURS = re.compile(r"\b(?:unrelated|pre-?existing|already (?:failing|broken)
 # able to fix it" still claim.
 _LOOKBACK = 120  # characters before a completion word where its negation or modal can sit
 _GAP = r"(?:[^\S\n]+(?!(?:and|but|so|then|or|all|everything|every|now)\b)[\w’'-]+)"
-_NEGATED = re.compile(r"(?:\b(?:not|never|no|nothing|none|yet to|without|failed to|unable to|cannot)\b|n[’']t\b"
+_NEGATED = re.compile(r"(?:\b(?:not|never|no|nothing|none|yet to|without|failed to|unable to|cannot"
+                      r"|pas|jamais|não|nunca|nicht|nie|kein\w*)\b|n[’']t\b"
                       r"|未|没有|没|尚未)" + _GAP + r"{0,3}[^\S\n]*$"
                       # Chinese has no spaces to count words by: a few characters ("不是正常完成", "还没有全部完成")
                       r"|(?:不是|并非|还没|未能|没能)[^\s。！？，,；;]{0,4}$", re.I)
