@@ -1205,6 +1205,16 @@ def _touched(*calls: tuple[str, object, str], cwd: str = "/home/u/p") -> list[tu
 PATCH = "*** Begin Patch\n*** Add File: src/a.py\n+x\n*** Update File: b.py\n@@\n-a\n+b\n*** End Patch"
 
 
+def test_a_framework_a_change_list_names_is_no_file() -> None:
+    """A new set's Cursor export closed with a change list: "2. Updated Next.js to the latest version" (an npm
+    install); "Next.js" became an output file. In a change list's item, as in a sentence, a framework spelled like a
+    JavaScript file names the framework; a path to such a file still names the file."""
+    from pipeline.facts.derive import _item_files
+
+    assert _item_files("Updated Next.js to the latest version", []) == []
+    assert _item_files("Updated `vendor/three.js` to r160", []) == ["vendor/three.js"]
+
+
 def test_a_patch_known_only_by_codexs_list_of_what_it_changed() -> None:
     """A new blind set's Codex CLI session through SpecStory (Markdown v2.0) kept each apply_patch's result but not its
     input: "Output: ``` Success. Updated the following files: M app/src/…/WeeklyDisplayLogic.kt ```". That list names

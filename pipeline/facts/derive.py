@@ -1352,6 +1352,8 @@ def _item_files(item: str, known: Sequence[str]) -> list[str]:
         if _NOT_CHANGED_AT.search(item[max(0, m.start() - 40):m.start()]):
             continue
         name = m.group(1)
+        if name.lower() in _FRAMEWORKS and "/" not in name:
+            continue  # "Updated Next.js to the latest version": the framework, not a file
         hits = {k for k in known if k == name or k.endswith("/" + name)}
         out.append(hits.pop() if len(hits) == 1 else name)
     return out
