@@ -374,6 +374,17 @@ def test_pushed_created_deleted_in_french_spanish_portuguese_and_german_claim_th
     assert end(u("pousse ma branche"), a("La branche n'a pas été poussée : le remote refuse.")) != "resolved"
 
 
+def test_a_problem_word_inside_quoted_copy_reports_nothing() -> None:
+    """A new set's Cursor session rewrote a site's copy and closed "✅ 修正しました … 英文は以下にしました。 - `Tools exist to
+    reinforce human will. They do not exist to replace it.`", after its build passed: the copy's "do not exist" was
+    read as the reply reporting a problem. A code span quotes; a problem the reply states outside one still counts."""
+    from pipeline.facts.endstate import reported_problem
+
+    assert reported_problem("英文は以下にしました。\n- `Tools exist to reinforce human will. They do not exist to "
+                            "replace it.`") is None
+    assert reported_problem("Updated the copy, but the `hero` section is still not present on the page.") is not None
+
+
 def test_message_kinds_are_computed_in_linear_time(monkeypatch: Any) -> None:
     import pipeline.facts.endstate
     import pipeline.facts.turns

@@ -776,10 +776,16 @@ def _claims_made(final: str, tail: Sequence[Message]) -> bool:
     return _ran_after_last_change(tail)
 
 
+_QUOTED_SPAN = re.compile(r"`[^`\n]+`")
+
+
 def reported_problem(text: str) -> str | None:
     """The first sentence of a reply that reports a problem still open (``_PROBLEM_REPORT``), else None: not
-    a question, a conditional, a quoted instruction, nor a sentence that fixes or waves off its problem."""
-    for s in _sentences(_prose(text)):
+    a question, a conditional, a quoted instruction, nor a sentence that fixes or waves off its problem. What a code
+    span quotes is the quoted text's, not the reply's ("- `Tools exist to reinforce human will. They do not exist to
+    replace it.`", the copy the agent wrote)."""
+    prose = _prose(text)
+    for s in _sentences(_QUOTED_SPAN.sub("`…`", prose) if "`" in prose else prose):
         if _IF.match(s) or s.endswith(("?", "？")):
             continue
         if _INSTRUCTION.match(s) or _DISMISSED.search(s):
