@@ -385,6 +385,27 @@ def test_a_problem_word_inside_quoted_copy_reports_nothing() -> None:
     assert reported_problem("Updated the copy, but the `hero` section is still not present on the page.") is not None
 
 
+def test_a_page_changed_and_never_opened_rests_on_the_claim() -> None:
+    """A new set's Cursor session ended on "## 已删除你标的 3 处 … 已移除" after one edit to index.html, with nothing run
+    and no word from the user. A web page's HTML and CSS are what the browser runs, as a script is: a claim about a
+    change to them needs a check (a build, a fetch of the page) or the user's word. A page saved to a temp folder by
+    that fetch ("curl -o /tmp/live.html") is no change to the code."""
+    def step(cid: str, name: str, args: dict[str, Any], output: str) -> list[Message]:
+        return [a("", calls=(ToolCall(id=cid, name=name, arguments=args),)),
+                Message(role="tool", tool_call_id=cid, content=output)]
+
+    ask = u("把这三个地方直接去掉")
+    edit = step("e", "Edit", {"file_path": "index.html", "old_string": "<a>下载</a>", "new_string": ""},
+                "The file index.html has been updated successfully.")
+    claim = a("## 已删除你标的 3 处\n\n- **顶部导航“下载”**：已移除")
+    v = _verdict(ask, *edit, claim)
+    assert v.state == "unknown" and v.doubted, v
+    fetched = step("f", "Bash", {"command": "curl -s -o /tmp/live.html -w '%{http_code}' http://localhost:8080/"}, "200")
+    assert _verdict(ask, *edit, *fetched, claim).state == "resolved"
+    css = step("c", "Edit", {"file_path": "styles/site.css", "old_string": "a", "new_string": "b"}, "updated")
+    assert _verdict(ask, *css, claim).state == "unknown"
+
+
 def test_message_kinds_are_computed_in_linear_time(monkeypatch: Any) -> None:
     import pipeline.facts.endstate
     import pipeline.facts.turns

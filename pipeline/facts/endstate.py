@@ -74,7 +74,7 @@ from pipeline.facts.turns import (
     split_paste,
     user_words,
 )
-from pipeline.models import EndState, Facts, Message, Session, ToolCall
+from pipeline.models import EndState, Facts, Message, Session, ToolCall, is_scratch
 from pipeline.screen import Screen
 
 _DONE = re.compile(
@@ -385,7 +385,8 @@ _INLINE_CODE = re.compile(r"(?:^|[\s;&|(/])(?:python[0-9.]*|py|node|deno|ruby|pe
 #: Program source: a change to it is what a check exercises (docs, configs and data are checked by reading).
 _SOURCE = frozenset({"py", "ts", "tsx", "js", "jsx", "mjs", "cjs", "vue", "svelte", "go", "rs", "java", "kt", "kts",
                      "scala", "rb", "php", "cs", "fs", "cpp", "cc", "cxx", "hpp", "c", "h", "m", "mm", "swift", "dart",
-                     "lua", "pl", "r", "jl", "ex", "exs", "erl", "hs", "ml", "clj", "zig", "nim", "sql", "sh", "ps1"})
+                     "lua", "pl", "r", "jl", "ex", "exs", "erl", "hs", "ml", "clj", "zig", "nim", "sql", "sh", "ps1",
+                     "html", "htm", "css", "scss", "sass", "less"})
 
 
 def _unchecked_source_change(msgs: Sequence[Message]) -> bool:
@@ -395,7 +396,8 @@ def _unchecked_source_change(msgs: Sequence[Message]) -> bool:
 
     def changes_source(m: Message) -> bool:
         calls = [results[c.id] for c in m.tool_calls if c.id in results]
-        return any(t.action != "read" and t.path.rsplit(".", 1)[-1].lower() in _SOURCE
+        # (a page saved to a temp folder, "curl -o /tmp/live.html", is no change to the code)
+        return any(t.action != "read" and t.path.rsplit(".", 1)[-1].lower() in _SOURCE and not is_scratch(t.path)
                    for t in file_touches([m, *calls]))
 
     last = next((i for i in range(len(msgs) - 1, -1, -1)
