@@ -212,6 +212,26 @@ def test_console_script_and_demo(tmp_path: Path) -> None:
     assert not (tmp_path / "home" / "distilled").exists()
 
 
+def test_an_aider_run_that_only_started_gets_no_note(tmp_path: Path) -> None:
+    """A new set's aider history held nine runs, one of them only aider's launch line (the user quit at once): it got
+    a note titled "(no request recorded)". A run where nobody said anything is skipped, and the report says why."""
+    exe = Path(sys.executable).with_name("distill")
+    if not exe.exists():
+        pytest.skip("the distill console script is not installed in this environment")
+    history = tmp_path / ".aider.chat.history.md"
+    history.write_text("# aider chat started at 2026-07-03 09:00:00\n\n> /home/b/.local/bin/aider road.cs\n\n"
+                       "# aider chat started at 2026-07-03 09:05:00\n\n> /home/b/.local/bin/aider road.cs\n\n"
+                       "#### /ask why do no roads appear?  \n\nThe chunks are never added to the scene tree.\n\n"
+                       "> Tokens: 1.4k sent, 1.0k received.\n", encoding="utf-8")
+    env = {**os.environ, "HERMES_HOME": str(tmp_path / "home")}
+    proc = subprocess.run([str(exe), str(history), "--out", str(tmp_path / "notes"), "--no-git"], capture_output=True,
+                          text=True, env=env, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    names = [p.name for p in notes(tmp_path / "notes")]
+    assert len(names) == 1 and names[0].startswith("2026-07-03-why-do-no-roads-appear"), names
+    assert "no one said anything" in proc.stdout + proc.stderr
+
+
 def test_two_runs_at_once_do_not_corrupt(tmp_path: Path) -> None:
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "pipeline", "--db", str(V31), "--all", "--out", str(out), "--force", "-q"]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import InputError
-from pipeline.models import Session
+from pipeline.models import Message, Session
 from pipeline.read.detect import FORMATS, detect_format, read_sessions
 from tests.corpus import corpus_file
 
@@ -922,6 +922,25 @@ def test_empty_edit_section_named_by_a_bare_code_name(tmp_path: Path) -> None:
     f.write_text(body, encoding="utf-8")
     # the last section's words name no file: it goes on with the file edited before, as before
     assert sorted(derive_facts(one(f)).output_files) == ["docs/Tasktracker.md", "src/pages/AuthPage.tsx", "src/pages/HomePage.tsx"]
+
+
+def test_aider_ask_mode_carries_the_users_request(tmp_path: Path) -> None:
+    """Class seen on two new sets' aider histories (and a dev one): "#### /ask what does delta represent in this file?"
+    is the user's question in aider's ask mode, "/code …" and "/architect …" requests in those modes. Read as slash
+    commands, their runs had no request ("(no request recorded)") and their decisions went unread. "/model x" and
+    "/add f" stay commands."""
+    from pipeline.facts.turns import _kind, user_words
+
+    body = ("# aider chat started at 2026-06-24 10:00:00\n\n> /home/b/.local/bin/aider car.cs\n\n"
+            "#### /model openai/gpt-5.4  \n\n#### /ask what does delta represent in this file? I am working with godot  \n\n"
+            "In this file, `delta` is the time since the previous physics tick, in seconds.\n\n"
+            "> Tokens: 587 sent, 345 received.\n")
+    f = tmp_path / ".aider.chat.history.md"
+    f.write_text(body, encoding="utf-8")
+    s = one(f)
+    asks = [m for m in s.messages if m.role == "user" and _kind(m) == "ask"]
+    assert [user_words(m.content) for m in asks] == ["what does delta represent in this file? I am working with godot"]
+    assert _kind(Message(role="user", content="/add scenes/road.tscn")) is None
 
 
 def test_aider_launch_message_lines_are_the_command_not_a_reply(tmp_path: Path) -> None:

@@ -67,6 +67,7 @@ _HARNESS_ERROR_NEEDS = ("limit", "out of extra usage", "out of usage", "access t
                         "interrupted by user", "^c", "keyboardinterrupt", "error code", "status", "<turn_aborted>",
                         "interrupted the previous turn")
 _SLASH = re.compile(r"^/[A-Za-z][\w-]*(?:\s|$)")  # "/model gpt-5", but not "/home/ana/x.py is broken"
+_MODE_ASK = re.compile(r"^/(?:ask|code|architect|context)[ \t]+(?=\S)")
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
 _LOGLINE = re.compile(
     r"^(?:\s{4,}|\t|\s*(?:Traceback|File \"|at [\w.$<]|E\s{2,}|\[?\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d|\$ |>>> |\|"
@@ -286,11 +287,26 @@ _AUTOMATION = re.compile(r"\A\s*Automation: ([^\n]*)\nAutomation ID: [^\n]*\n(?:
                          r"(?:Last run: [^\n]*\n)?")
 
 
+def _mode_asks(text: str) -> str | None:
+    """The requests aider's chat-mode commands carry ("/ask what does delta represent here?", "/code add a jump"),
+    among the commands typed with them ("/drop …", "/model …"; the history may log a request again on the next
+    line); None when a line is something else, or no line is such a request."""
+    asked: list[str] = []
+    for line in text.split("\n"):
+        if m := _MODE_ASK.match(line):
+            asked.append(line[m.end():].strip())
+        elif line.strip() and not line.startswith("/") and not (asked and line.strip() == asked[-1]):
+            return None
+    return "\n".join(dict.fromkeys(asked)) if asked else None
+
+
 def user_words(text: str) -> str:
     """What the user typed in a user-role message, without the scaffolding Hermes puts around it: a skill's
     text and its invocation notice, and the bracketed ``[IMPORTANT: …]`` notices before it. A skill run with no
     instruction asks for what the skill does (``_skill_ask``). A spec-kit command's prompt is the input typed with
     it (``_SPECKIT_INPUT``): nothing when none was (the template is the tool's, and names no task of its own)."""
+    if text.startswith("/") and (asked := _mode_asks(text)) is not None:
+        return asked
     if (typed := _speckit_typed(text)) is not None:
         if typed or not (front := _FRONTMATTER.match(text.lstrip())):
             return typed

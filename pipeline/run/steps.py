@@ -109,6 +109,9 @@ def prepare(
     chunks = chunk_session(session, budget=chunk_tokens)
     if not chunks:
         return Draft(session.id, "skipped", problems=(*session.problems, "empty session: no messages to distill"))
+    if not any(m.role in ("user", "assistant") for m in session.messages):
+        # A run that only started (aider's launch line, a system prompt) has nothing said in it to keep.
+        return Draft(session.id, "skipped", problems=(*session.problems, "empty session: no one said anything"))
     digest = content_hash(session, chunks, summariser_id)
     if is_current is not None and is_current(digest):
         return Draft(session.id, "current", digest=digest)
