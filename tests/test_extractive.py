@@ -406,6 +406,18 @@ def test_a_page_changed_and_never_opened_rests_on_the_claim() -> None:
     assert _verdict(ask, *css, claim).state == "unknown"
 
 
+def test_a_loose_end_the_reply_says_is_unrelated_to_the_work_is_no_open_problem() -> None:
+    """A new set's Claude Code session ended "Committed as `166d8ac`, working tree clean. … One loose end from earlier,
+    unrelated to this commit: `entsoe-py` is installed but nothing in the repo records that dependency." An aside
+    about what the work did not touch leaves the work's claim standing; a problem in the work still counts."""
+    from pipeline.facts.endstate import reported_problem
+
+    aside = ("Committed as `166d8ac`, working tree clean. One loose end from earlier, unrelated to this commit: "
+             "`entsoe-py` is now installed but nothing in the repo records that dependency.")
+    assert reported_problem(aside) is None
+    assert reported_problem("Committed as `166d8ac`. The cache file is still not saved after a range run.") is not None
+
+
 def test_message_kinds_are_computed_in_linear_time(monkeypatch: Any) -> None:
     import pipeline.facts.endstate
     import pipeline.facts.turns

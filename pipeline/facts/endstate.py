@@ -314,7 +314,9 @@ _DISMISSED = re.compile(
     r"|\b(?:does ?n[’']?o?t|won[’']t|will not|should ?n[’']t) (?:affect|impact|matter|block|break)"
     r"|\bnot (?:a|an) (?:real |actual )?(?:problem|issue|concern|blocker)|\bharmless\b|\bcan be (?:safely )?ignored"
     r"|\b(?:non-blocking|approved (?:the )?warnings?|warnings? (?:were|was|are|is) approved)\b"
-    r"|不影响|无关紧要|可以忽略", re.I)
+    # an aside about what the work did not touch ("One loose end from earlier, unrelated to this commit: …")
+    r"|\bunrelated to (?:this|the|these|your) (?:commit|change|changes|fix|task|work|pr|request)\b"
+    r"|不影响|无关紧要|可以忽略|与本次(?:修改|改动|提交|任务)无关", re.I)
 # A rule, not a report: a modal before the negation ("should never appear", "must not be saved", "will not be sent").
 _REQUIRED = re.compile(r"\b(?:should|must|shall|will|would|may|can)(?:\s+(?:never|not)|n[’']t)\b", re.I)
 # The change prevents the problem the sentence names ("avoids semantic drift (where … but no discount exists)").
