@@ -631,6 +631,21 @@ def test_the_work_tree_report_lists_outputs_once_the_session_has_edited() -> Non
     assert edited(u("x"), first, run, result("g", code)) == ["docs/src/gui.md"]  # a type's fields, not a status
 
 
+def test_a_status_entry_the_agent_called_by_its_name_in_capitals() -> None:
+    """A new set's early Cursor export said "现在让我更新 CHANGELOG 记录版本变更：" before an empty edit section; the
+    session's own `git status` then listed "modified:   CHANGELOG.md" among files changed before it. A name in
+    capitals with no extension (CHANGELOG, README, VERSION) is how people call those files: the entry is the session's.
+    Entries its words do not name stay out."""
+    from pipeline.facts.derive import derive_facts
+
+    status = ("On branch main\nChanges not staged for commit:\n\tmodified:   CHANGELOG.md\n\tmodified:   VERSION\n"
+              "\tmodified:   app/settings.py\n")
+    first = a("I have updated `app/config.py`. 现在让我更新 CHANGELOG 记录版本变更：")
+    touched = [t.path for t in derive_facts(Session(id="s", source="specstory", messages=(
+        u("x"), first, call("g", "run_terminal_cmd", {"command": "git status"}), result("g", status)))).files]
+    assert touched == ["app/config.py", "CHANGELOG.md"]
+
+
 def test_files_the_session_stages_and_commits_are_outputs_of_an_export_that_hides_its_edits() -> None:
     """Cursor through SpecStory (v1) may export no edit at all: "Read file: a.tsx", then the agent's own ``git add
     a.tsx b.tsx && git commit``. A file it staged by name counts when the session opened it or the assistant names

@@ -691,7 +691,7 @@ def file_touches(messages: Sequence[Message], cwd: str | None = None, *, source:
             # was clean before the session's first change, or when the session's own work names that file.
             if out.result() and m.role in ("user", "tool"):
                 for path, action in worktree_report(m.content):
-                    if clean or _names(work, path):
+                    if clean or _names(work, path) or _names_by_stem(work, path):
                         out.add(path, action, "git_status")
         if m.role == "tool" and " delete mode " in m.content:
             # The session's own commit says it deleted a file the session wrote ("delete mode 100644 vercel.json"):
@@ -857,6 +857,13 @@ def _work_words(messages: Sequence[Message]) -> str:
 def _names(words: str, path: str) -> bool:
     """``words`` mention ``path``'s file name as a word of its own (``a.py`` is not in ``data.py``)."""
     return _says_name(words, posixpath.basename(path.rstrip("/")))
+
+
+def _names_by_stem(words: str, path: str) -> bool:
+    """``words`` call ``path``'s file by its name in capitals with no extension ("让我更新 CHANGELOG", "bump VERSION"), as
+    people name CHANGELOG.md, README.md, VERSION: a name a sentence would not use for anything but the file."""
+    stem = _stem(path) or posixpath.basename(path)
+    return len(stem) >= 4 and stem.isupper() and _says_name(words, stem)
 
 
 def _says_name(text: str, name: str) -> bool:
