@@ -418,6 +418,23 @@ def test_a_loose_end_the_reply_says_is_unrelated_to_the_work_is_no_open_problem(
     assert reported_problem("Committed as `166d8ac`. The cache file is still not saved after a range run.") is not None
 
 
+def test_an_answer_that_repeats_the_command_the_user_showed_failing_is_in_doubt() -> None:
+    """A new set's Copilot (ask mode) session: the user pasted "C:\\app>npx tailwindcss init -p" then "npm error could
+    not determine executable to run"; asked later "how to install the tailwind?", the answer told them to run
+    `npx tailwindcss init -p` again. Answering with a step the session already showed failing is no answer that
+    resolves it; an answer with other steps is."""
+    paste = u("can you help me with:\n\nC:\\Users\\A\\app>npx tailwindcss init -p\n"
+              "npm error could not determine executable to run\nnpm error A complete log of this run can be found in: x.log")
+    first = a("Tailwind is not installed yet. Run `npm install -D tailwindcss`, then init again.")
+    ask = u("how to install the tailwind?")
+    again = a("1. **Install:**\n```sh\nnpm install -D tailwindcss postcss autoprefixer\n```\n\n2. **Init:**\n```sh\n"
+              "npx tailwindcss init -p\n```")
+    v = _verdict(paste, first, ask, again)
+    assert v.state == "unknown" and "already showed failing" in v.reason, v
+    other = a("Tailwind 4 has no init step:\n```sh\nnpm install -D tailwindcss @tailwindcss/postcss\n```")
+    assert _verdict(paste, first, ask, other).state == "resolved"
+
+
 def test_message_kinds_are_computed_in_linear_time(monkeypatch: Any) -> None:
     import pipeline.facts.endstate
     import pipeline.facts.turns

@@ -446,8 +446,32 @@ def _unchecked_source_change(msgs: Sequence[Message]) -> bool:
 #: ("mainApp.js:17  Uncaught (in promise) ReferenceError: auth is not defined").
 _RUN_ERROR = re.compile(r"^\s*(?:\[[\d:.]+\]\s*|\d{4}-\d\d-\d\dT[\d:.]+Z?\s+)?"  # a CI log's time stamp ("[01:43:22.024] ")
                         r"(?:Traceback \(most recent call last\)|[\w.]*(?:Error|Exception)(?:\s*\[\w+\])?:\s\S"
-                        r"|error(?:\[\w+\])?:\s|FAILED\b|npm ERR!|fatal:\s|Failed to compile\b"
+                        r"|error(?:\[\w+\])?:\s|FAILED\b|npm ERR!|npm error\b|fatal:\s|Failed to compile\b"
                         r"|(?:\S+:\d+(?::\d+)?\s+)?Uncaught (?:\(in promise\) )?[\w.]*(?:Error|Exception)\b)", re.M)
+
+
+#: A command after a shell prompt, as a user pastes a run ("C:\\app>npx tailwindcss init -p", "$ npm test",
+#: "user@mac app % make").
+_PROMPTED = re.compile(r"^\s*(?:[A-Za-z]:\\[^>\n]*>|(?:\([\w.-]+\)\s*)?[\w.@-]*(?:[: ][^\s$#%]*)?[$#%]\s)\s*(\S.*)$")
+_FENCED_CODE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
+
+
+def _repeats_failed_command(msgs: Sequence[Message], final: str) -> bool:
+    """The final reply hands the user, in a code block, a command the user pasted failing earlier ("npx tailwindcss
+    init -p" then "npm error could not determine executable to run"): the answer repeats a step already shown not to
+    work."""
+    if "```" not in final:
+        return False
+    failed: set[str] = set()
+    for m in msgs:
+        if m.role != "user" or not _RUN_ERROR.search(m.content):
+            continue
+        lines = m.content.splitlines()
+        for i, line in enumerate(lines):
+            if (p := _PROMPTED.match(line)) and any(_RUN_ERROR.match(later) for later in lines[i + 1:i + 4]):
+                failed.add(" ".join(p.group(1).split()))
+    return bool(failed) and any(" ".join(line.split()) in failed
+                                for block in _FENCED_CODE.findall(final) for line in block.splitlines())
 
 
 def _pasted_failure(text: str) -> bool:
@@ -1443,6 +1467,9 @@ def _judge(msgs: list[Message]) -> EndVerdict:
     if answer == "question" and _CHECK_ASK.search(" ".join(_prose(ask).split())) and reported_problem(final) is not None:
         # "Check that nothing blocks" answered with what blocks: the check found the work wanting, and nothing fixed it.
         return _verdict("unknown", "the check the user asked for found a problem left open", msgs, at, doubted=True)
+    if answer is not None and _repeats_failed_command(msgs, final):
+        return _verdict("unknown", "the answer hands the user a command the session already showed failing", msgs, at,
+                        doubted=True)
     if answer == "question":
         return _verdict("resolved", "the last ask was a question and the final reply answers it", msgs, at)
     if answer == "review":
