@@ -26,6 +26,12 @@ def a(text: str, rid: int | None = None, calls: tuple[ToolCall, ...] = ()) -> Me
     return Message(role="assistant", content=text, row_id=rid, tool_calls=calls)
 
 
+def step(cid: str, name: str, args: dict[str, Any], output: str) -> list[Message]:
+    """One tool call by the assistant and its result."""
+    return [a("", calls=(ToolCall(id=cid, name=name, arguments=args),)),
+            Message(role="tool", tool_call_id=cid, content=output)]
+
+
 def run(cid: str, command: str, output: str, code: int) -> list[Message]:
     return [
         a("", calls=(ToolCall(id=cid, name="terminal", arguments={"command": command}),)),
@@ -390,10 +396,6 @@ def test_a_page_changed_and_never_opened_rests_on_the_claim() -> None:
     and no word from the user. A web page's HTML and CSS are what the browser runs, as a script is: a claim about a
     change to them needs a check (a build, a fetch of the page) or the user's word. A page saved to a temp folder by
     that fetch ("curl -o /tmp/live.html") is no change to the code."""
-    def step(cid: str, name: str, args: dict[str, Any], output: str) -> list[Message]:
-        return [a("", calls=(ToolCall(id=cid, name=name, arguments=args),)),
-                Message(role="tool", tool_call_id=cid, content=output)]
-
     ask = u("把这三个地方直接去掉")
     edit = step("e", "Edit", {"file_path": "index.html", "old_string": "<a>下载</a>", "new_string": ""},
                 "The file index.html has been updated successfully.")
@@ -2238,10 +2240,6 @@ def test_a_generators_report_claims_its_artifact_once_a_command_looked_at_it() -
     sprint-status.yaml … Validation passed", after the agent's own checks ran on the written file. Such a report
     claims the work; a document written and never looked at again ("I've generated the tasks file", nothing run
     after the heredoc) rests on the claim alone, and "the generated files" as an adjective claims nothing."""
-    def step(cid: str, name: str, args: dict[str, Any], output: str) -> list[Message]:
-        return [a("", calls=(ToolCall(id=cid, name=name, arguments=args),)),
-                Message(role="tool", tool_call_id=cid, content=output)]
-
     write = step("w", "shell_command", {"command": "cat <<'EOF' > specs/001/tasks.md\n# Tasks\n- [ ] T001\nEOF"},
                  "Exit code: 0\nOutput:\n")
     check = step("c", "shell_command", {"command": "rg '\\[' .specify/memory/constitution.md"}, "Exit code: 1\nOutput:\n")
@@ -2260,10 +2258,6 @@ def test_a_change_report_after_the_changed_program_ran_and_saved_its_output() ->
     and reported "Simplified `export_history.py` into a minimal reader". The run's own output file is what the
     program made, not a change still to check, and a report opening on a change verb claims the work once something
     ran after the change. Without the run, or with the run failing, the claim stays in doubt."""
-    def step(cid: str, name: str, args: dict[str, Any], output: str) -> list[Message]:
-        return [a("", calls=(ToolCall(id=cid, name=name, arguments=args),)),
-                Message(role="tool", tool_call_id=cid, content=output)]
-
     ask = u("Let's go back to the version where export_history.py reads from an existing exported-session.jsonl file. "
             "Make it minimal: it only writes the prompt_history.md file.")
     patch = [*step("d", "apply_patch", {"input": "*** Begin Patch\n*** Delete File: export_history.py\n*** End Patch"},
@@ -2320,10 +2314,6 @@ def test_a_claim_that_hands_its_check_to_the_user_is_in_doubt() -> None:
     """A new set's false success (Claude Code, in Chinese): the agent pushed a workflow fix and closed with "请稍等几分钟
     再刷新网页确认。如果 deploy 失败你把报错贴回来"; the user never reported back. A reply that leaves the check of its
     work to the user claims nothing checked; a test or build that passed after the last change still stands."""
-    def step(cid: str, name: str, args: dict[str, Any], output: str) -> list[Message]:
-        return [a("", calls=(ToolCall(id=cid, name=name, arguments=args),)),
-                Message(role="tool", tool_call_id=cid, content=output)]
-
     ask = u("网页上没有更新，另外把 Node 20 的 warning 一起修复")
     edit = step("e", "Edit", {"file_path": ".github/workflows/deploy.yml", "old_string": "a", "new_string": "b"},
                 "The file .github/workflows/deploy.yml has been updated successfully.")
@@ -2342,10 +2332,6 @@ def test_claude_codes_answer_to_an_unknown_slash_command_is_no_ask() -> None:
     """A new set's Claude Code session ended on the user typing "/export", which that version did not know: Claude
     Code posted "Unknown skill: export" in the user's role, after its local-command caveat. It is the harness's
     answer, not an ask the agent left unanswered."""
-    def step(cid: str, name: str, args: dict[str, Any], output: str) -> list[Message]:
-        return [a("", calls=(ToolCall(id=cid, name=name, arguments=args),)),
-                Message(role="tool", tool_call_id=cid, content=output)]
-
     ask = u("Resolve the review comments on PR #341")
     test = step("t", "Bash", {"command": "npm test"}, "PASS tests/app.test.ts\nTests: 6 passed, 6 total")
     done = a("Fixed both findings and pushed 6e248c9; tests pass.")
@@ -2361,10 +2347,6 @@ def test_a_new_claim_after_the_user_said_the_fix_did_not_solve_it_needs_a_check(
     is not updated", the agent changed the template, started the server (no output) and replied "The fix I've
     implemented should resolve the issue". After the user said the last fix did not do it, a claim alone is in doubt;
     a test or build that passed after the change still decides it."""
-    def step(cid: str, name: str, args: dict[str, Any], output: str) -> list[Message]:
-        return [a("", calls=(ToolCall(id=cid, name=name, arguments=args),)),
-                Message(role="tool", tool_call_id=cid, content=output)]
-
     ask = u("but it does not solve the problem. when i switch to real data the dynamic data is not updated")
     edit = step("e", "search_replace", {"path": "app/templates/stats.html", "old_string": "a", "new_string": "b"},
                 "The file app/templates/stats.html has been updated.")
@@ -2428,10 +2410,6 @@ def test_persian_confirmations_and_thanks_and_thanks_for_a_change_nothing_ran() 
     went unread; "ممنون" ("thanks") closed a round whose last change, to code, nothing ran. Thanks for an unrun
     change is manners, not a report that it works (in any language); thanks after a round where a command ran
     after the change (a push, a build) still closes the work."""
-    def step(cid: str, name: str, args: dict[str, Any], output: str) -> list[Message]:
-        return [a("", calls=(ToolCall(id=cid, name=name, arguments=args),)),
-                Message(role="tool", tool_call_id=cid, content=output)]
-
     edit = step("e", "search_replace", {"path": "construction/settings.py", "old_string": "a", "new_string": "b"},
                 "The file construction/settings.py has been updated.")
     push = step("p", "run_terminal_cmd", {"command": "git push"}, "Exit code: 0\n179f94f..e18ec42  main -> main")
