@@ -584,7 +584,7 @@ def _applied_list(text: str) -> list[tuple[str, FileAction]]:
     if at < 0:
         return []
     found: list[tuple[str, FileAction]] = []
-    for line in text[at + len(_APPLIED_HEAD):].splitlines()[1:] if "\n" in text[at:] else []:
+    for line in text[at + len(_APPLIED_HEAD):].split("\n")[1:]:  # the lines after the heading's own
         if not (m := _APPLIED_LINE.match(line)):
             if line.strip():
                 break
