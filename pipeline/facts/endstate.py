@@ -595,18 +595,22 @@ def _ran_after_last_change(tail: Sequence[Message]) -> bool:
                for m in tail[last + 1:])
 
 
-def _passing_check_after_change(tail: Sequence[Message], checks: re.Pattern[str] | None = None) -> int | None:
+def _passing_check_after_change(tail: Sequence[Message], checks: re.Pattern[str] | None = None, *,
+                                anywhere: bool = False) -> int | None:
     """Index in ``tail`` of a check (``checks``, by default ``_TEST_OR_BUILD``) that passed after the tail's last change
-    to a file, when no tool failed after it; else None (no change, no such check, or a failure since)."""
+    to a file, when no tool failed after it; else None (no change, no such check, or a failure since). ``anywhere``:
+    where no tool changed a file (an export that shows its edits as prose diffs), a check anywhere in the tail counts."""
     checks = checks or _TEST_OR_BUILD
     if (last_change := _last_change(tail)) is None:
-        return None
+        if not anywhere:
+            return None
+        last_change = -1
     passed = None
     for i in range(last_change + 1, len(tail)):
         m = tail[i]
         if m.role != "tool" or not m.tool_call_id:
             continue
-        call = next((c for x in tail[last_change:i] for c in x.tool_calls if c.id == m.tool_call_id), None)
+        call = next((c for x in tail[max(last_change, 0):i] for c in x.tool_calls if c.id == m.tool_call_id), None)
         if call is None:
             continue
         if result_failed(m):
@@ -614,24 +618,6 @@ def _passing_check_after_change(tail: Sequence[Message], checks: re.Pattern[str]
         command = _MESSAGE_ARG.sub(" ", call_command(call.arguments, m) or "") if call.name.lower() in COMMAND_TOOLS else ""
         if checks.search(command):
             passed = i
-    return passed
-
-
-def _check_passed(tail: Sequence[Message]) -> bool:
-    """A check (``_TEST_OR_BUILD``) passed after the tail's last change to a file, with no failure after it; where no
-    tool changed a file (an export that shows its edits as prose diffs), a check that passed anywhere in the tail."""
-    if _last_change(tail) is not None:
-        return _passing_check_after_change(tail) is not None
-    calls = {c.id: c for m in tail if m.role == "assistant" for c in m.tool_calls if c.id}
-    passed = False
-    for m in tail:
-        if m.role != "tool" or (call := calls.get(m.tool_call_id or "")) is None:
-            continue
-        if result_failed(m):
-            passed = False
-        elif call.name.lower() in COMMAND_TOOLS and _TEST_OR_BUILD.search(
-                _MESSAGE_ARG.sub(" ", call_command(call.arguments, m) or "")):
-            passed = True
     return passed
 
 
@@ -1421,7 +1407,7 @@ def _judge(msgs: list[Message]) -> EndVerdict:
             return _verdict("unknown", "the final reply leaves steps for the user to run (a deploy, a server), never "
                             "reported back", msgs, at, doubted=True)
         if (last_turn == last_ask and not account and _USER_UNHAPPY.search(user_words(ask))
-                and not _check_passed(tail)):
+                and _passing_check_after_change(tail, anywhere=True) is None):
             # The user said the last fix did not do it ("but it does not solve the problem"): a new claim needs more than
             # the claim, and nothing that checks the work (a test, a build) passed after the change.
             return _verdict("unknown", "the user said the work did not do what was asked, and nothing checked the fix "
