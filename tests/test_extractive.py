@@ -1690,6 +1690,34 @@ def test_a_review_of_a_plan_is_answered_by_its_findings() -> None:
                     ).state != "resolved"
 
 
+def test_failure_words_that_report_no_failure_of_the_work() -> None:
+    """Two unseen sessions read "the final reply says it could not be done" and missed their success: a notebook
+    answer explaining a chart ("In the cramped scatter you couldn't tell signal from noise", and before it "a single
+    linear coefficient can't represent …"), and a smoke test whose bug table quotes the error it fixed
+    ("`Cannot read properties of undefined`")."""
+    explain = a("Each bar is the middle half of the ratings, the circle the median. In the cramped scatter you couldn't "
+                "tell signal from noise; here each price band is one point.")
+    v = _verdict(u("how to read that plot? there's a bar and a circle on top of it"), explain)
+    assert v.state == "resolved" and "question" in v.reason
+    # the agent's own failure, a state now, a rule for the reader: each still reports
+    for text in ("I couldn't open the figure, so I can't say.", "You still couldn't log in after the change.",
+                 "You can't deploy from this branch yet."):
+        assert _verdict(u("how to read that plot?"), a(text)).state != "resolved", text
+    # a general statement of what a kind of thing cannot do explains; the work's own subject reports
+    work = (u("now run the notebook on the real data"), *_write("w", "analysis.ipynb"), *_shell("c", "exec_count: 1"))
+    done = "Done — the notebook is executed and the results are in."
+    v = _verdict(*work, a(done + " That is why Pearson misled: a single linear coefficient can't represent a peak."))
+    assert v.state == "resolved", v
+    assert _verdict(*work, a(done + " But the plotting cell can't find the font.")).state != "resolved"
+    assert _verdict(*work, a(done + " Done, but a test cannot connect to the database.")).state != "resolved"
+    # a code span quotes the error the work found and fixed; outside it, the reply's own words
+    fixed = ("Fixed and pushed.\n\n| # | where | error | fix |\n|---|---|---|---|\n| 2 | `ThreadInbox.tsx:20` | "
+             "`Cannot read properties of undefined (reading 'filter')` | read `{threads}` from the API |")
+    v = _verdict(*work, a(fixed))
+    assert v.state == "resolved", v
+    assert _verdict(*work, a(fixed + "\n\nThe inbox still cannot load threads.")).state != "resolved"
+
+
 def _shell(cid: str, output: str, failed: bool = False, name: str = "PowerShell") -> list[Message]:
     """A shell call as a SpecStory export keeps it: no arguments, the output as the result."""
     return [a("", calls=(ToolCall(id=cid, name=name, arguments={}),)),

@@ -711,8 +711,13 @@ def _says_failed(text: str) -> bool:
     nor does a failure the sentence only names as a condition ("falls back to Chroma when pgvector 失败时")."""
     if not _MAY_HAVE_FAILED.may_match(text) or not _FAILED.search(text):
         return False
+    # What a code span quotes is the quoted text's, not the reply's: a bug table's "`Cannot read properties of
+    # undefined`" names an error found (and fixed), it says nothing of the work.
+    if "`" in text:
+        text = _QUOTED_SPAN.sub("`…`", text)
     return any(not _IF.match(s) and not _RED_THEN_GREEN.search(s)
-               and any(not _conditional(s, m) and not _LIMIT.match(s, m.end()) for m in _FAILED.finditer(s))
+               and any(not _conditional(s, m) and not _LIMIT.match(s, m.end()) and not _generic_inability(s, m)
+                       for m in _FAILED.finditer(s))
                for s in _sentences(text))
 
 
@@ -720,6 +725,23 @@ def _says_failed(text: str) -> bool:
 # (After the match, not a lookahead inside ``_FAILED``: the RE2 screen takes no lookaround.)
 _LIMIT = re.compile(r"(?<=n[’']t|not)\s+(?:prove|guarantee|detect|distinguish|tell (?:whether|if|apart)|know whether"
                     r"|be sure|be certain)\b", re.I)
+
+
+# What a kind of thing cannot do, said of any one of it: "a single linear coefficient can't represent 'high in the
+# middle'", "an iframe cannot read its parent's cookies". A general statement explains; it reports no failure of the
+# work, whose reports name their subject ("the build can't find", "I couldn't", "it cannot connect"). The subject
+# opens its clause (a sentence, or after a dash or colon): "Done, but a test cannot connect" reports one.
+_ANY_ONE = re.compile(r"(?:^|[—–:;(]\s*)[“\"']?(?:a|an|any|one)\s+(?:[\w-]+\s+){0,3}$", re.I)
+# What the reader could not do before, told to explain ("in the cramped scatter you couldn't tell signal from noise"):
+# the past of the generic "you"; "you still can't log in" and "you can't deploy from this branch" report.
+_YOU_BEFORE = re.compile(r"\byou\s+$", re.I)
+
+
+def _generic_inability(sentence: str, m: re.Match[str]) -> bool:
+    word = m.group(0).lower()
+    if word.startswith("could"):
+        return bool(_YOU_BEFORE.search(sentence, 0, m.start()))
+    return word.startswith("can") and bool(_ANY_ONE.search(sentence, 0, m.start()))
 
 
 # A failure word that names a condition the work handles, not an outcome: "回退逻辑：pgvector 失败时回退到 Chroma",
