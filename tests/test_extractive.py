@@ -1725,6 +1725,30 @@ def _shell(cid: str, output: str, failed: bool = False, name: str = "PowerShell"
                     + ("\nError: KeyError 'dept'" if failed else ""))]
 
 
+def test_a_run_whose_output_ends_on_an_error_failed() -> None:
+    """An unseen Cursor export (no exit status, only the terminal's text): the last `act` run after the change ended
+    "🏁  Job failed / Error: Job 'analyze-and-fix' failed", and the final "🎉 EXCELLENT! … working perfectly" read as
+    resolved."""
+    ask = u("make the workflow use my personal access token")
+    edit = step("e", "search_replace", {"path": ".github/workflows/auto-fix-ci.yml", "old_string": "a", "new_string": "b"},
+                "Lines added: 1, lines removed: 1")
+    claim = a("🎉 **EXCELLENT!** Fixed: the workflow now reads your PAT and GitHub authentication works.")
+    run = "act -j analyze-and-fix\n[job]   ✓ Logged in to github.com\n[job]   ✅  Success - Complete job\n"
+    v = _verdict(ask, *edit, *_shell("c", run + "[job] 🏁  Job failed\nError: Job 'analyze-and-fix' failed\n```"), claim)
+    assert v.state != "resolved" and "tool fail" in v.reason, v
+    for tail in ("npm ERR! code ELIFECYCLE", "Traceback (most recent call last):\nKeyError: 'dept'"):
+        assert _verdict(ask, *edit, *_shell("c", run + tail), claim).state != "resolved", tail
+    # an error printed on the way that the run got past, and a run whose harness gave its status, are not
+    got_past = "act -j analyze-and-fix\nError: connection refused, retrying\n[job] 🏁  Job succeeded"
+    assert _verdict(ask, *edit, *_shell("c", got_past), claim).state == "resolved"
+    assert _verdict(ask, *edit, *run_ok("c", "Exit code: 0\nOutput:\nError: the old token is ignored"), claim
+                    ).state == "resolved"
+
+
+def run_ok(cid: str, output: str) -> list[Message]:
+    return step(cid, "Bash", {"command": "act -j analyze-and-fix"}, output)
+
+
 def test_a_question_answered_from_a_script_the_agent_ran_is_answered() -> None:
     """An unseen analytics session: each question is answered from a script the agent wrote and ran; the last one
     read unknown because a reply on the way said "Let me check the departments first, then build the comparison"."""

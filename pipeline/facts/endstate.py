@@ -692,12 +692,23 @@ def _tool_signal(messages: Sequence[Message]) -> tuple[bool, bool]:
     for i, m in enumerate(messages):
         if m.role == "tool":
             call = calls.get(m.tool_call_id or "")
-            if result_failed(m) and not (call is not None and call.name.lower() in COMMAND_TOOLS
-                                         and found_nothing(call_command(call.arguments, m), m)):
+            if (result_failed(m) and not (call is not None and call.name.lower() in COMMAND_TOOLS
+                                          and found_nothing(call_command(call.arguments, m), m))) or (
+                    call is not None and _RUN_TOOL.search(call.name) and _ends_on_error(m.content)):
                 last_err = i
             else:
                 last_ok = i
     return last_ok >= 0 or last_err >= 0, last_err > last_ok
+
+
+def _ends_on_error(output: str) -> bool:
+    """A run's output with no exit status (a SpecStory export keeps only the terminal's text) whose last line is an
+    error: "Error: Job 'analyze-and-fix' failed", "npm ERR! …", a traceback's last line. How a run ends is its outcome;
+    an error it printed on the way and got past is not."""
+    if "xit code" in output or "xited with code" in output:
+        return False  # the harness's own status says it (``result_failed``)
+    last = next((ln for ln in reversed(output.splitlines()) if ln.strip() and not ln.strip().startswith("```")), "")
+    return _RUN_ERROR.match(last) is not None
 
 
 #: One RE2 pass says no for most texts before ``_DONE`` or ``_FAILED`` scans them (both are asked of every
