@@ -30,6 +30,16 @@ from pipeline.facts.lang import detect_language, guess_language, session_languag
         ("لطفا این مشکل را درست کن، فونت نمودارها باید وزیر باشد", "fa"),  # a blind set's Persian sessions
         ("یہ ٹیسٹ کیوں ناکام ہو رہا ہے؟ اسے ٹھیک کریں", "ur"),
         ("الرجاء إصلاح خطأ تسجيل الدخول في الصفحة", "ar"),  # none of the letters only Persian or Urdu write
+        # a blind set's Czech session read as English: no vote for a Latin language outside the list
+        ("Žádná změna, stále stejne odmítnutí od bota", "cs"),
+        ("Udělej novou branch / PR s názvem scrapfly-integration", "cs"),
+        ("Varför fungerar inte testet? Kan du fixa det", "sv"),
+        ("De ce nu funcționează testul? Te rog să repari", "ro"),
+        ("Miért nem működik a teszt? Kérlek javítsd", "hu"),
+        # their words take no vote from the languages beside them
+        ("Este proyecto no funciona, quiero que lo arregles", "es"),
+        ("Dit werkt niet, kun je het van de server halen", "nl"),
+        ("Não funciona, nem o login", "pt"),
     ],
 )
 def test_detect_language(text: str, code: str) -> None:

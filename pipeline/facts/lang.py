@@ -121,13 +121,26 @@ _STOPWORDS: dict[str, frozenset[str]] = {
                      "tren", "trong", "muon", "tiep", "tuc", "phien", "xoa", "lam", "nao"]),
     "id": frozenset(["yang", "dan", "ini", "itu", "tidak", "bisa", "untuk", "dengan", "saya", "tolong", "apa", "ada",
                      "akan", "sudah", "belum", "kenapa", "perbaiki"]),
+    # A blind set's Czech session ("Žádná změna, stále stejne odmítnutí od bota") read as English: no Latin language
+    # outside the ones above had a vote. Words no language above spells so, with the forms typed without diacritics.
+    "cs": frozenset(["proč", "prosím", "není", "jsem", "jsi", "mám", "můžeš", "udělej", "ještě", "také", "taky",
+                     "nebo", "když", "tohle", "tady", "nevím", "chci", "potřebuju", "potřebuji", "stále", "žádná",
+                     "žádný", "který", "která", "které", "jsou", "bude", "děkuji", "díky", "funguje", "nefunguje",
+                     "podívej", "zkus", "oprav", "přidej", "jenom", "teď", "proc", "prosim", "neni", "jeste", "nevim"]),
+    "sv": frozenset(["och", "är", "inte", "jag", "att", "som", "för", "på", "vad", "varför", "hur", "snälla",
+                     "fungerar", "också", "ska", "vill", "måste", "lägg", "ändra", "tack"]),
+    "ro": frozenset(["și", "să", "pentru", "sunt", "poți", "rog", "funcționează", "acum", "vreau", "asta",
+                     "această", "acest", "făcut", "adaugă", "repară", "mulțumesc"]),
+    "hu": frozenset(["és", "hogy", "egy", "ez", "az", "meg", "mert", "kérlek", "miért", "hogyan",
+                     "működik", "szeretném", "csak", "még", "már", "javítsd", "köszönöm"]),
 }
 _STOPWORDS["es"] = _STOPWORDS["es"] | {"hola", "necesito", "ayuda", "ayudes", "ayúdame", "gracias", "proyecto"}
 _STOPWORDS["de"] = _STOPWORDS["de"] | {"danke", "nein", "alles", "deutsch", "schreibe", "mach"}
 # Letters used by exactly one of the Latin languages above: a strong, cheap tie-breaker.
 _DIACRITICS: dict[str, str] = {
     "ñ": "es", "¿": "es", "¡": "es", "ã": "pt", "õ": "pt", "ß": "de", "œ": "fr", "ù": "fr", "ë": "nl",
-    **dict.fromkeys("łąęśźżćń", "pl"), **dict.fromkeys("ışğ", "tr"),
+    **dict.fromkeys("łąęśźżćń", "pl"), **dict.fromkeys("ışğ", "tr"), **dict.fromkeys("řůě", "cs"),
+    **dict.fromkeys("șț", "ro"), **dict.fromkeys("őű", "hu"),
     # Vietnamese: its own letters and the tone-marked vowels no other language here writes.
     **dict.fromkeys("đơưạảầấẩẫậắằẳẵặẹẻẽềếểễệỉịọỏồốổỗộờớởỡợụủừứửữựỳỵỷỹ", "vi"),
 }
