@@ -1749,6 +1749,22 @@ def run_ok(cid: str, output: str) -> list[Message]:
     return step(cid, "Bash", {"command": "act -j analyze-and-fix"}, output)
 
 
+def test_an_answer_that_waits_to_make_the_change_it_proposes_is_not_done() -> None:
+    """An unseen Spanish Cursor chat: "why does run dev touch the database?" answered with the cause, the code to change
+    and "¿Quieres que implemente este cambio?", never answered; the error it explains is still there."""
+    ask = u("pero por que esta tratando de hacer algo en la base de datos en el run, que proceso en el run dev esta "
+            "tocando la bd?")
+    why = ("Ah, el problema está en que `sequelize.sync()` se ejecuta en cada inicio del servidor.\n\n"
+           "```javascript:server.js\nawait sequelize.authenticate();\n```\n\n")
+    for offer in ("¿Quieres que implemente este cambio?", "Shall I apply these changes?", "要我帮你修改吗？",
+                  "Quer que eu aplique essas alterações?"):
+        v = _verdict(ask, a(why + offer))
+        assert v.state == "unresolved" and "never answered" in v.reason, (offer, v)
+    # an offer of something more leaves the answer answered
+    for offer in ("Would you like me to explain the migrations too?", "¿Quieres que te explique las migraciones?"):
+        assert _verdict(ask, a(why + offer)).state == "resolved", offer
+
+
 def test_a_question_answered_from_a_script_the_agent_ran_is_answered() -> None:
     """An unseen analytics session: each question is answered from a script the agent wrote and ran; the last one
     read unknown because a reply on the way said "Let me check the departments first, then build the comparison"."""

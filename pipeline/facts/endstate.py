@@ -649,9 +649,22 @@ _OFFER = re.compile(r"^(?:(?:(?:do you )?want me to|would you like (?:me )?to|sh
                     r"|¿?(?:quieres|quer|voulez-vous|souhaitez-vous) que)", re.I)
 
 
+# The offer is to make the change the reply proposes ("¿Quieres que implemente este cambio?", "Shall I apply these
+# changes?", "要我帮你修改吗"): the reply found what to change and waits for a go-ahead that never came. That asks for an
+# answer; an offer of something more ("want me to add tests too?") does not.
+_PROPOSED_CHANGE = re.compile(
+    r"\b(?:implement|apply|make|do)\b[^.?!\n]{0,20}\b(?:this|these|that|those|the|my|proposed|suggested) "
+    r"(?:\w+ )?(?:changes?|fix(?:es)?|edits?|modifications?|updates?)\b"
+    r"|\b(?:implemente|aplique|haga|hacer|aplicar|implementar)\b[^.?!\n]{0,20}\b(?:este|estos|esta|estas|el|los|la|las|"
+    r"esse|essa|esses|essas|a|as|o|os) (?:cambios?|correcci[óo]n|correcciones|ajustes?|modificaci[óo]n|alterações?"
+    r"|alteração|mudanças?|correções?|correção)\b"
+    r"|\b(?:applique|implémente|appliquer|implémenter)\b[^.?!\n]{0,20}\b(?:ces|cette|ce|la|les) (?:modifications?"
+    r"|changements?|corrections?)\b|(?:修改|应用|实现|改)(?:这个|这些|一下)?(?:修改|改动|方案)?(?:吗|么|嗎)", re.I)
+
+
 def _offers_more(text: str) -> bool:
     sentences = _sentences(_prose(text))
-    return bool(sentences) and _OFFER.match(sentences[-1]) is not None
+    return bool(sentences) and _OFFER.match(sentences[-1]) is not None and not _PROPOSED_CHANGE.search(sentences[-1])
 
 
 #: The checks a session may end on and be judged by: a test suite, a build, a type check. (A script or a request
