@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.facts.derive import derive_facts, error_lines, file_touches
 from pipeline.facts.shell import shell_file_ops, staged_files
-from pipeline.models import Chunk, FileTouch, Message, ModelUsage, Session, ToolCall
+from pipeline.models import Chunk, FileTouch, Message, ModelUsage, Session, ToolCall, is_scratch
 from tests.conftest import FIXTURES
 
 CWD = "/home/ana/src/proj"
@@ -915,6 +915,23 @@ def test_python_run_from_a_shell_command_is_read_for_its_writes() -> None:
             call("3", "exec_command", {"cmd": "python3 - <<'PY'\nopen('b.txt', 'w')\nPY"}), result("3", "Exit code: 1"))
     s = Session(id="s", source="codex", cwd="/home/u/p", messages=msgs)
     assert [(t.path, t.action) for t in derive_facts(s).files] == [("src/app.ts", "modified"), ("cfg.json", "created")]
+
+
+def test_python_run_after_a_cd_writes_where_the_shell_went() -> None:
+    """An unseen Claude Code session on Windows: ``cd "/c/Users/…/Temp/claude/…/tasks" && python -c "…open('ledger.txt',
+    'w')…"`` listed ledger.txt as an output of the project (the cd was not followed), and the project's own files, patched
+    after ``cd /c/Users/…/worktree``, came back as long Git Bash paths instead of paths in the project."""
+    cwd = "C:\\Users\\m\\repos\\nomos"
+    scratch = "cd \"/c/Users/m/AppData/Local/Temp/claude/tasks\" && python -c \"open('ledger.txt', 'w').write('x')\""
+    patch = ("cd /c/Users/m/repos/nomos && python - <<'PY'\nfrom pathlib import Path\np = Path('src/keys.py')\n"
+             "p.write_text(p.read_text().replace('a', 'b'))\nPY")
+    unknown = "cd \"$SCRATCH\" && python -c \"open('nums.json', 'w').write('{}')\""
+    wsl = "cd /mnt/c/Users/m/repos/nomos/docs && python3 -c \"open('notes.md', 'w')\""
+    msgs = (u("x"), *(m for i, cmd in enumerate((scratch, patch, unknown, wsl))
+                      for m in (call(str(i), "Bash", {"command": cmd}), result(str(i), "ok"))))
+    s = Session(id="s", source="claude-code", cwd=cwd, messages=msgs)
+    files = [(t.path, t.action) for t in derive_facts(s).files if not is_scratch(t.path)]
+    assert files == [("src/keys.py", "modified"), ("docs/notes.md", "created")]
 
 
 def test_an_export_without_a_cwd_takes_its_root_from_the_root_files_it_touched() -> None:

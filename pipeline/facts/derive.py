@@ -48,6 +48,7 @@ from pipeline.facts.lang import session_language
 from pipeline.facts.modules import ModuleLocator
 from pipeline.facts.pycode import code_file_ops
 from pipeline.facts.shell import (
+    UNKNOWN_DIR,
     command_text,
     final_dir,
     forward_slashes,
@@ -56,6 +57,7 @@ from pipeline.facts.shell import (
     js_exec_commands,
     manifest_changes,
     normalise_path,
+    python_dir,
     python_scripts,
     shell_file_ops,
     staged_files,
@@ -481,10 +483,15 @@ def _call_touches(name: str, args: dict[str, Any] | str, result_msg: Message | N
         if not failed:
             for path, op_base in manifest_changes(cmd or "", base):
                 out.add(path, "modified", name, op_base)
-        for script in python_scripts(cmd or ""):
+        scripts = python_scripts(cmd or "")
+        script_dir = python_dir(cmd or "", base) if scripts else base
+        for script in scripts:
             if not failed:
                 for path, action, op_base in code_file_ops(script):
-                    out.add(path, action, name, op_base or base)
+                    if script_dir != UNKNOWN_DIR:
+                        out.add(path, action, name, op_base or script_dir)
+                    elif op_base or is_absolute(path):
+                        out.add(path, action, name, op_base)
         if not failed and not _REMOTE.match(cmd or ""):
             ran_in = final_dir(cmd or "", base) if result_msg is not None and _SAVED_NEEDS.search(said) else base
             for path in saved_files(result_msg):

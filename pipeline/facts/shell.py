@@ -77,6 +77,13 @@ def forward_slashes(path: str) -> str:
     return path
 
 
+_POSIX_DRIVE = re.compile(r"^/(?:mnt/)?([A-Za-z])(?=/)")
+
+
+def _drive_path(path: str) -> str:
+    return _POSIX_DRIVE.sub(lambda m: m.group(1).lower() + ":", path, count=1)
+
+
 def is_absolute(path: str) -> bool:
     return path.startswith("/") or bool(_WINDOWS_ABS.match(path))
 
@@ -104,6 +111,9 @@ def normalise_path(path: str, cwd: str | None, base: str | None = None, *, liter
         return None  # "+", "=", "->": an operator whose quotes shlex dropped (``'>' + $_`` in PowerShell), no name
     cwd = forward_slashes(cwd) if cwd else cwd
     base = forward_slashes(base) if base else base
+    if cwd and _WINDOWS_ABS.match(cwd):
+        # Git Bash and WSL on Windows spell C:\Users as /c/Users and /mnt/c/Users: one file, one name.
+        path, base = _drive_path(path), _drive_path(base) if base else base
     home = home_of(cwd)
     if path.startswith("~/") and home:
         path = home + path[1:]
@@ -416,6 +426,17 @@ _VALUED = frozenset({"--registry", "--cache", "--tag", "--save-prefix", "--index
 _MAY_ADD_DEPENDENCY = re.compile(r"\b(?:install|i|add|uninstall|un|remove|rm|get|require)\b")
 
 
+def python_dir(command: str, workdir: str | None = None) -> str | None:
+    """Where the Python a command runs from its own text (``python_scripts``) runs: ``cd "$TMP/tasks" && python -c
+    "open('ledger.txt', 'w')"`` writes its bare names there, not in ``workdir``."""
+    if "cd" not in command:
+        return workdir
+    folder = next((folder for words, folder in _in_folders(command, workdir)
+                   if words and _PYTHON.match(posixpath.basename(words[0]))), workdir)
+    # A folder only the shell knows (``cd "$SCRATCH"``): what the script writes there has no path we can name.
+    return UNKNOWN_DIR if folder and ("$" in folder or "(" in folder) else folder
+
+
 def final_dir(command: str, workdir: str | None = None) -> str | None:
     """Where ``command`` ends up running: ``workdir`` moved by each ``cd`` in it ("mkdir -p api && cd api && npm init
     -y" says "Wrote to package.json" from api/)."""
@@ -538,7 +559,7 @@ def _file_ops(command: str, workdir: str | None) -> list[tuple[str, FileAction, 
             target = values.get(target.lower(), target)
             # A folder only a script knows ("Push-Location (Join-Path $root $f)"): what is written there has no path
             # we can name, so it is left out rather than put in the folder before.
-            base = (_UNKNOWN_DIR if "$" in target or "(" in target or (base == _UNKNOWN_DIR and not _absolute(target))
+            base = (UNKNOWN_DIR if "$" in target or "(" in target or (base == UNKNOWN_DIR and not _absolute(target))
                     else target if _absolute(target) or base is None else posixpath.join(base, target))
         elif cmd == "popd" or cmd.lower() == "pop-location":
             base = pushed.pop() if pushed else base
@@ -559,13 +580,14 @@ def _file_ops(command: str, workdir: str | None) -> list[tuple[str, FileAction, 
         else:
             ops.extend((p, "created", base) for p in _out_files(cmd, args))
     # /dev/null, globs and $VARS name no particular file, nor does a relative path in a folder we cannot name
-    ops = [(path, action, None if where == _UNKNOWN_DIR else where) for path, action, where in ops
-           if where != _UNKNOWN_DIR or _absolute(path)]
+    ops = [(path, action, None if where == UNKNOWN_DIR else where) for path, action, where in ops
+           if where != UNKNOWN_DIR or _absolute(path)]
     return [op for op in ops if normalise_path(op[0], None, op[2])]
 
 
 _PS_LOCATION = frozenset({"push-location", "set-location", "sl"})
-_UNKNOWN_DIR = "\0unknown folder"
+#: The folder a command moved to by a name only the shell knows (``cd "$SCRATCH"``, ``Push-Location (Join-Path …)``).
+UNKNOWN_DIR = "\0unknown folder"
 
 
 def _absolute(path: str) -> bool:
