@@ -1765,6 +1765,21 @@ def test_an_answer_that_waits_to_make_the_change_it_proposes_is_not_done() -> No
         assert _verdict(ask, a(why + offer)).state == "resolved", offer
 
 
+def test_a_reply_that_reports_the_state_the_work_left_claims_it() -> None:
+    """An unseen session: "yes, activate it!", an MCP tool answered "Created and activated a new project", and the
+    final "Project **olympios** is now active." was no claim at all (unknown, where gold says resolved)."""
+    ask = u("yes, activate it!")
+    tool = step("t", "mcp__serena__activate_project", {"project": "/work/olympios"},
+                '{"result": "Created and activated a new project with name \'olympios\'."}')
+    for final in ("Project **olympios** is now active.", "The hooks are now installed in both worktrees."):
+        v = _verdict(ask, *tool, a(final))
+        assert v.state == "resolved" and "reports the work done" in v.reason, (final, v)
+    # a question about the state claims nothing, and a failed call is not undone by the words
+    assert _verdict(ask, *tool, a("Is the project now active in your IDE?")).state != "resolved"
+    failed = step("t", "mcp__serena__activate_project", {"project": "/work/olympios"}, '{"error": "no such folder"}')
+    assert _verdict(ask, *failed, a("Project **olympios** is now active.")).state != "resolved"
+
+
 def test_a_question_answered_from_a_script_the_agent_ran_is_answered() -> None:
     """An unseen analytics session: each question is answered from a script the agent wrote and ran; the last one
     read unknown because a reply on the way said "Let me check the departments first, then build the comparison"."""

@@ -80,7 +80,10 @@ from pipeline.screen import Screen
 _DONE = re.compile(
     r"\b(?:done|fixed|resolved|completed?|implemented|added|created|updated|removed|deleted|replaced|renamed|"
     r"committed|pushed|merged|"
-    r"(?:all )?(?:\d+ )?tests? (?:now )?pass(?:es|ed|ing)?|works now|now works|finished)\b"
+    r"(?:all )?(?:\d+ )?tests? (?:now )?pass(?:es|ed|ing)?|works now|now works|finished"
+    # the state the work left: "Project **olympios** is now active", "the hooks are now installed"
+    r"|(?:is|are) now (?:active|activated|enabled|installed|configured|set up|in place|live|connected|running)"
+    r"|(?:is|are) now (?:\w+ )?(?:fixed|resolved|ready))\b"
     r"|已完成|完成了|已修复|修复了|搞定|已提交|已创建|已添加|已更新|已删除|已移除|已修改|已替换|测试通过|全部通过"
     # the Chinese of "pushed", "merged", "committed", "implemented", "resolved" above
     r"|已(?:经)?(?:推送|合并|实现|解决)|(?:推送|合并|提交)成功|成功(?:推送|合并|提交)"
