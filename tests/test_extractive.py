@@ -1780,6 +1780,20 @@ def test_a_reply_that_reports_the_state_the_work_left_claims_it() -> None:
     assert _verdict(ask, *failed, a("Project **olympios** is now active.")).state != "resolved"
 
 
+def test_a_user_who_says_it_is_working_confirms_it() -> None:
+    """Two unseen sessions ended on the user's word: "looks like it's working" (no reply after it) read as an ask
+    nobody answered, and "ok. i see the dashboard working well" as a new ask, so neither note said resolved."""
+    work = (u("fix the aiosqlite row error"), *step("e", "edit_file", {"path": "app/repo.py"}, "ok"),
+            a("Fixed: rows are dicts now. Restart the bot and try /facts."))
+    for said in ("looks like it's working", "ok. i see the dashboard working well", "잘 되네요 감사합니다"):
+        v = _verdict(*work, u(said))
+        assert v.state == "resolved" and "confirmed" in v.reason, (said, v)
+    # doubt in the same words takes it back, and a question about it confirms nothing
+    for said in ("it's working, but the upload still fails", "is it working now?", "the worker is not working well",
+                 "안 돼요"):
+        assert _verdict(*work, u(said)).state != "resolved", said
+
+
 def test_a_question_answered_from_a_script_the_agent_ran_is_answered() -> None:
     """An unseen analytics session: each question is answered from a script the agent wrote and ran; the last one
     read unknown because a reply on the way said "Let me check the departments first, then build the comparison"."""

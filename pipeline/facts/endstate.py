@@ -1266,10 +1266,14 @@ def _harness_cut(msgs: Sequence[Message], after: int | None) -> int | None:
 _CONFIRMED = re.compile(
     r"\b(?:(?:it|that|this|everything|all|now it) (?:works?|worked|is working)|works (?:now|perfectly|great|fine|well)"
     r"|(?:is|are) (?:displayed|shown|working) (?:appropriately|correctly|properly|fine|now)|did the trick"
-    r"|(?:problem|issue|bug|error) (?:is |was )?(?:solved|fixed|gone))\b"
+    r"|(?:problem|issue|bug|error) (?:is |was )?(?:solved|fixed|gone)"
+    # "looks like it's working", "ok. i see the dashboard working well" (two blind-set sessions read as new asks)
+    r"|it[’']?s (?:working|fixed|solved)|working (?:well|fine|great|perfectly|properly|correctly))\b"
     # (not a bare "好了": "done" after a step handed to the user says the user did it, not that it worked)
     r"|成功了|可以了|解决了|正常了|没问题了|生效了|修好了"
     r"|成功して|成功しました|表示されました|動きました|動いた|直りました|解決しました|うまくいきました"
+    # Korean: "잘 되네요", "잘 돼", "작동합니다", "해결됐어요" (not "안 돼": it does not work)
+    r"|잘 (?:돼|되네|되요|됩니다|된다|작동)|작동(?:해요|합니다|하네요|하네)|해결(?:됐|되었)"
     r"|\b(?:ya funciona|funciona (?:bien|perfecto|perfectamente)|funcionó|já funciona|funcionou|resuelto|resolvido)\b"
     # Persian "درست شد" (it's fixed), "کارت درسته" (your work is right), "مشکل حل شد"; Russian "заработало",
     # "теперь работает"; German "funktioniert jetzt", "klappt"; French "ça marche", "ça fonctionne"
