@@ -1794,6 +1794,23 @@ def test_a_user_who_says_it_is_working_confirms_it() -> None:
         assert _verdict(*work, u(said)).state != "resolved", said
 
 
+def test_a_completion_word_in_an_announcement_or_a_when_clause_claims_nothing() -> None:
+    """Two blind-set sessions read "the final reply reports the work done": a Portuguese reply that only announced its
+    next steps ("Vou começar pelo Context7 para documentação actualizada … Deixa-me resolver os IDs") after "Implement
+    the plan", and a Chinese how-to whose "提交成功后，再点 Push" (once the commit succeeds, click Push) told the user
+    what to do next."""
+    plan = u("Implement the plan as specified. Don't stop until you have completed all the to-dos.")
+    v = _verdict(plan, a("Vou começar pelo Context7 para documentação actualizada e em paralelo usar o que preciso. "
+                         "Deixa-me resolver os IDs das bibliotecas."))
+    assert v.state == "unresolved" and "mid-work" in v.reason, v
+    ask = u("把改动提交到 GitHub")
+    howto = a("按你现在这个界面，这样做：在上面输入框写说明，点「提交」。提交成功后，再点 同步更改 才会上传到 GitHub。")
+    assert _verdict(ask, *step("e", "edit_file", {"path": "README.md"}, "ok"), howto).state != "resolved"
+    # the same words as a report still claim it
+    assert _verdict(ask, *step("p", "Bash", {"command": "git commit -am x && git push"}, "main -> main"),
+                    a("提交成功，已推送到 GitHub。")).state == "resolved"
+
+
 def test_a_question_answered_from_a_script_the_agent_ran_is_answered() -> None:
     """An unseen analytics session: each question is answered from a script the agent wrote and ran; the last one
     read unknown because a reply on the way said "Let me check the departments first, then build the comparison"."""

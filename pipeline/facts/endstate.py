@@ -146,7 +146,7 @@ _NEXT_STEP = re.compile(
     r"|(?:我|我们)(?:先|马上|这就|接着))"
     # "Vamos a verificar…", "Vou verificar…", "Je vais…", "Lass mich…", "Давайте проверим…", "Сейчас я проверю…"
     r"|^(?:(?:ahora|agora|maintenant|jetzt|теперь|сейчас)[,\s]+)?(?:voy a|vamos a|d[ée]jame|perm[íi]teme|vou|vamos"
-    r"|deixe-me|deixa eu|je vais|laissez-moi|voyons|ich werde|lass mich|lassen sie mich|давай(?:те)?"
+    r"|deixe-me|deixa-me|deixa eu|je vais|laissez-moi|voyons|ich werde|lass mich|lassen sie mich|давай(?:те)?"
     r"|я (?:сейчас )?(?:проверю|посмотрю|исправлю|добавлю|создам|запущу|изменю|обновлю))(?![^\W\d_])", re.I)
 # A request for an answer rather than for work: its deliverable is the reply itself.
 _INFO_ASK = re.compile(
@@ -811,14 +811,21 @@ def _claims_done(text: str) -> bool:
     if not _done_word(text) or _says_failed(text):
         return False
     for s in _sentences(_prose(text)):
-        if _IF.match(s) or s.endswith(("?", "？")):
+        # an announcement of the next step claims nothing ("Vou começar pelo Context7 para documentação actualizada")
+        if _IF.match(s) or s.endswith(("?", "？")) or _NEXT_STEP.match(s):
             continue
         for m in _DONE.finditer(s):
             # the few words before the match, not the whole sentence: linear in a long one
             lo = max(0, m.start() - _LOOKBACK)
-            if not _NEGATED.search(s, lo, m.start()) and not _PENDING.search(s, lo, m.start()):
+            if not _NEGATED.search(s, lo, m.start()) and not _PENDING.search(s, lo, m.start()) \
+                    and not s.startswith(_WHEN_DONE, m.end()):
                 return True
     return False
+
+
+# A Chinese completion word that opens a time or condition clause: "提交成功后，再点 Push" (once the commit succeeds,
+# click Push) tells the user what to do after a step, it does not report one.
+_WHEN_DONE = ("后", "之后", "以后", "时", "的时候", "的话")
 
 
 #: A report of an artifact made, in the words a generator's closing report uses ("Generated sprint-status.yaml.",
