@@ -200,8 +200,11 @@ _SCRATCH = re.compile(
     r"|(?:^|[\\/])\.(?:gitkeep|keep)$"
     # a folder named as scratch: tmp/, .tmp/, temp/, .deploy-tmp/, build_tmp/ (a file named tmp.py is no folder)
     r"|(?:^|[\\/])(?:[\w.-]*[-_.])?(?:tmp|temp)[\\/]"
-    # a file named as scratch: .tmp_check.py, tmp_report.txt, temp-out.json (tmp.py itself is a name like any other)
-    r"|(?:^|[\\/])(?:\.(?:tmp|temp)[._-]|(?:tmp|temp)[_-])[^\\/]+$"
+    # a file named as scratch: .tmp_check.py, tmp_report.txt, temp-out.json (tmp.py itself is a name like any other;
+    # "temp" is also temperature: a firmware's temp_fusion.c or temp_sensor.h is source, so after "temp" only the
+    # words a scratch file is named by)
+    r"|(?:^|[\\/])(?:\.(?:tmp|temp)[._-]|tmp[_-]|temp[_-](?:out|output|file|check|test|data|result|report|script|fix"
+    r"|debug|log|copy|backup|patch|run|\d))[^\\/]*$"
     r"|[\\/]$", re.I)
 
 

@@ -1108,6 +1108,11 @@ def test_outputs_leave_out_deletions_scratch_and_directories() -> None:
                                                    "echo x > tmp_probe.json && echo y > tmp.py"}),
                 result("c2", {"output": "", "exit_code": 0}))
     assert derive_facts(s).output_files == ["tmp.py"]
+    # "temp" is temperature too: a blind set's firmware wrote temp_fusion.c, and it vanished from the note as scratch
+    s = session(call("c3", "terminal", {"command": "echo a > src/temp_fusion.c && echo b > temp_sensor.h && "
+                                                   "echo c > temp-out.json && echo d > temp_output.txt"}),
+                result("c3", {"output": "", "exit_code": 0}))
+    assert derive_facts(s).output_files == ["src/temp_fusion.c", "temp_sensor.h"]
 
 
 def test_a_scratch_folder_and_an_untracked_file_are_neither_outputs_nor_deletions() -> None:
