@@ -280,10 +280,52 @@ def _rendered_patch(body: str) -> str | None:
     return "\n".join(lines)
 
 
-def _classify(segment: str) -> list[tuple[str, dict[str, Any], str] | str]:
-    """A segment as a list of tool calls ``(name, args, body)`` and prose strings, in order."""
+#: A call in a session Codex imported from another agent (Cursor): the tool's name, then ``input: {json}`` or
+#: ``key: value`` lines, and no result at all.
+_EXTERNAL_CALL = re.compile(r"^\[external_agent_tool_call: ([\w.-]+)\]\n(.*?)^\[/external_agent_tool_call\]\s*$",
+                            re.M | re.S)
+_KEY_LINE = re.compile(r"^(\w+): ?(.*)$")
+
+
+def _external_args(given: str) -> dict[str, Any]:
+    """An imported call's arguments: its ``input:`` JSON object, else its ``key: value`` lines."""
+    args: dict[str, Any] = {}
+    for line in given.strip().split("\n"):
+        m = _KEY_LINE.match(line)
+        if m is None:
+            if args:  # a value that runs over lines (a command with line breaks)
+                last = next(reversed(args))
+                args[last] = f"{args[last]}\n{line}" if isinstance(args[last], str) else args[last]
+            continue
+        key, value = m.groups()
+        if key == "input" and value.startswith("{"):
+            try:
+                loaded = json.loads(value)
+            except ValueError:
+                loaded = None
+            if isinstance(loaded, dict):
+                args.update(loaded)
+                continue
+        args[key] = value
+    return args
+
+
+def _classify(segment: str) -> list[tuple[str, dict[str, Any], str | None] | str]:
+    """A segment as a list of tool calls ``(name, args, body)`` and prose strings, in order. A body of None: the
+    export recorded no result for the call (not even an empty one)."""
+    if "[external_agent_tool_call:" in segment:
+        found: list[tuple[str, dict[str, Any], str | None] | str] = []
+        pos = 0
+        for m in _EXTERNAL_CALL.finditer(segment):
+            if segment[pos:m.start()].strip():
+                found.append(segment[pos:m.start()].strip())
+            found.append((m.group(1), _external_args(m.group(2)), None))
+            pos = m.end()
+        if segment[pos:].strip():
+            found.append(segment[pos:].strip())
+        return found
     if "<tool-use" in segment:
-        parts: list[tuple[str, dict[str, Any], str] | str] = []
+        parts: list[tuple[str, dict[str, Any], str | None] | str] = []
         pos = 0
         for m in _TOOL_USE.finditer(segment):
             if segment[pos:m.start()].strip():
@@ -422,7 +464,7 @@ def read(path: Path) -> Iterator[Session]:
         if model_arg and model_arg != "default" and not speaker.endswith("sidechain"):
             models[re.sub(r"^model\s+", "", model_arg.split(",")[0]).strip()] += 1
         cur: Draft | None = None
-        last_tool: tuple[str, dict[str, Any], str] | None = None
+        last_tool: tuple[str, dict[str, Any], str | None] | None = None
         for seg in _segments(lines):
             if not seg:
                 if (early_cursor and cur is not None and cur.content and not cur.tool_calls
@@ -452,7 +494,8 @@ def read(path: Path) -> Iterator[Session]:
                     cur = Draft(role="assistant", timestamp=ts)
                     drafts.append(cur)
                 cur.tool_calls.append(call)
-                drafts.append(Draft(role="tool", content=body, tool_call_id=call.id, tool_name=name, timestamp=ts))
+                if body is not None:
+                    drafts.append(Draft(role="tool", content=body, tool_call_id=call.id, tool_name=name, timestamp=ts))
             if reasoning and cur is not None:
                 cur.reasoning = f"{cur.reasoning or ''}\n\n{reasoning}".strip()
     if not blocks:
