@@ -2005,6 +2005,15 @@ def test_an_ask_the_editor_wrote_is_no_evidence_of_the_users_language() -> None:
              u("sigue sin funcionar, aparece en cualquier lado"))
     assert derive_facts(s).language == "es"
     assert user_asks([u(bugbot)])
+    # Cursor plan mode's Build button sends its own English ask (a blind set's Portuguese session read as English)
+    build = ("Implement the plan as specified, it is attached for your reference. Do NOT edit the plan file itself.\n\n"
+             "To-do's from the plan have already been created. Do not create them again. Mark them as in_progress as "
+             "you work, starting with the first one. Don't stop until you have completed all the to-dos.")
+    s = sess(u("Compreende o conceito e faz um plano inteiro para o transformar num build completo, as paginas "
+               "principais ja estao feitas mas precisamos de usar context7 para construir"),
+             a("Plano pronto."), u(build), a("Vou começar."))
+    assert derive_facts(s).language == "pt"
+    assert user_asks([u(build)])
 
 
 def test_a_contrast_that_draws_a_line_reports_no_problem() -> None:

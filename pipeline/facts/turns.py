@@ -366,8 +366,9 @@ def _bracket_end(text: str) -> int:
 
 
 # An ask the editor wrote for the user: Cursor's Bugbot "Fix in Chat" sends its English finding as the user's
-# message. It is an ask (the user clicked it), but its words say nothing of the user's language.
-_EDITOR_ASK = ("Verify this issue exists and fix it:",)
+# message, and Cursor's plan mode its English "Implement the plan as specified…" when the user clicks Build. It is an
+# ask (the user clicked it), but its words say nothing of the user's language.
+_EDITOR_ASK = ("Verify this issue exists and fix it:", "Implement the plan as specified, it is attached for your reference.")
 
 
 def typed_by_user(msg: Message) -> bool:
