@@ -60,6 +60,8 @@ _SUMMARY_ARGS = (
     ("Listed current directory", "list_dir", "path"), ("Searched files", "file_search", "query"),
     ("Searched codebase", "codebase_search", "query"), ("Grep search for", "grep_search", "query"),
     ("Grep for", "grep", "query"), ("Searched web", "web_search", "query"), ("Search files", "file_search", "query"),
+    # VS Code Copilot's textEditGroup: "Edit: **LoginController.cs**", the file's bare name in bold
+    ("Edit:", "edit_file", "path"),
 )
 
 
@@ -129,6 +131,14 @@ def _link_path(uri: str) -> str:
     return path[1:] if re.match(r"^/[A-Za-z]:/", path) else path
 
 
+#: Where a call's arguments name its file, in the spellings the exports use.
+_PATH_KEYS = ("path", "filePath", "file_path", "target_file")
+
+
+def _basename(path: str) -> str:
+    return path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+
+
 def _args_from_summary(summary: str) -> tuple[str | None, dict[str, Any]]:
     args: dict[str, Any] = {"summary": summary} if summary else {}
     for prefix, v1name, key in _SUMMARY_ARGS:
@@ -137,6 +147,8 @@ def _args_from_summary(summary: str) -> tuple[str | None, dict[str, Any]]:
             if len(value) > 1 and value[0] == value[-1] == '"' and '"' not in value[1:-1]:
                 value = value[1:-1]  # a quoted query or path; a command's own closing quote stays ('python -c "…"')
             value = "" if value.startswith(",") else value  # "Listed directory , 0 results"
+            if prefix == "Edit:":
+                value = value.strip("*` ")
             if value and value != "undefined":
                 args[key] = value
             return v1name, args
@@ -451,6 +463,7 @@ def read(path: Path) -> Iterator[Session]:
     drafts: list[Draft] = []
     models: Counter[str] = Counter()
     serial = 0
+    seen: dict[str, set[str]] = {}  # base name → the full paths the calls so far named with it
     for speaker, arg, lines in blocks:
         if mt := _MODEL_THEN_TIME.match(arg):
             model_arg, ts = mt.group(1), parse_ts(mt.group(2))
@@ -488,6 +501,12 @@ def read(path: Path) -> Iterator[Session]:
                 if not body and set(args) <= {"summary"} and not args.get("summary") and last_tool and last_tool[0] == name:
                     continue
                 last_tool = part
+                path = next((v for k in _PATH_KEYS if isinstance(v := args.get(k), str) and v), None)
+                if path is not None and ("/" in path or "\\" in path):
+                    seen.setdefault(_basename(path), set()).add(path)
+                elif path is not None and path == args.get("path") and len(known := seen.get(path, set())) == 1:
+                    # A bare name ("Edit: **LoginController.cs**") is the one file of that name the session named.
+                    args = {**args, "path": next(iter(known))}
                 serial += 1
                 call = ToolCall(id=f"{sid}-t{serial}", name=name, arguments=args)
                 if cur is None or cur.tool_calls:
