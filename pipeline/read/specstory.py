@@ -504,8 +504,10 @@ def read(path: Path) -> Iterator[Session]:
                 path = next((v for k in _PATH_KEYS if isinstance(v := args.get(k), str) and v), None)
                 if path is not None and ("/" in path or "\\" in path):
                     seen.setdefault(_basename(path), set()).add(path)
-                elif path is not None and path == args.get("path") and len(known := seen.get(path, set())) == 1:
-                    # A bare name ("Edit: **LoginController.cs**") is the one file of that name the session named.
+                elif (path is not None and str(args.get("summary", "")).startswith("Edit:")
+                      and len(known := seen.get(path, set())) == 1):
+                    # Copilot's edit group keeps only the file's name ("Edit: **LoginController.cs**"): the one file
+                    # of that name the session named before. (A bare "Read file: pom.xml" is the root's pom.xml.)
                     args = {**args, "path": next(iter(known))}
                 serial += 1
                 call = ToolCall(id=f"{sid}-t{serial}", name=name, arguments=args)
