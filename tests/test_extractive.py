@@ -2471,7 +2471,7 @@ def test_a_new_claim_after_the_user_said_the_fix_did_not_solve_it_needs_a_check(
     """A new set's false success (a Cursor export): the user wrote "but it does not solve the problem … the dynamic data
     is not updated", the agent changed the template, started the server (no output) and replied "The fix I've
     implemented should resolve the issue". After the user said the last fix did not do it, a claim alone is in doubt;
-    a test or build that passed after the change still decides it."""
+    a test that passed after the change still decides it."""
     ask = u("but it does not solve the problem. when i switch to real data the dynamic data is not updated")
     edit = step("e", "search_replace", {"path": "app/templates/stats.html", "old_string": "a", "new_string": "b"},
                 "The file app/templates/stats.html has been updated.")
@@ -2481,6 +2481,12 @@ def test_a_new_claim_after_the_user_said_the_fix_did_not_solve_it_needs_a_check(
     assert v.state == "unknown" and v.doubted and "did not do what was asked" in v.reason, v
     tests = step("t", "run_terminal_cmd", {"command": "pytest -q"}, "12 passed in 0.4s")
     assert _verdict(u("switch the data source"), a("Done."), ask, *edit, *tests, claim).state == "resolved"
+    # a build says it compiles, not that the behaviour the user saw fail is fixed ("图片拖动后没有归位到中心点，这个还是不行",
+    # then "npm run build:manifest" and "所有问题都已修复": a blind set's false success)
+    for command in ("npm run build:manifest", "npm run build", "npx tsc --noEmit"):
+        build = step("b", "run_terminal_cmd", {"command": command}, "done in 2.1s")
+        v = _verdict(u("switch the data source"), a("Done."), ask, *edit, *build, claim)
+        assert v.state == "unknown" and "no test checked" in v.reason, (command, v)
 
 
 def test_a_step_the_user_turned_down_and_the_reply_offers_again_is_undone() -> None:

@@ -680,6 +680,14 @@ _TEST_OR_BUILD = re.compile(
     r"|swift (?:build|test)|flutter (?:test|analyze)|mypy|pyright|ruff check|eslint)(?=\s|$)")
 
 
+#: The test runs among the checks: what checks behaviour, where a build or a type check checks that the code compiles.
+_TEST_RUN = re.compile(
+    r"(?:^|[\s;&|(/])(?:pytest|py\.test|unittest|tox|nox|jest|vitest|mocha|playwright test|phpunit|rspec|go test"
+    r"|cargo test|(?:npm|pnpm|yarn|bun)(?: --?[\w-]+(?:[= ]\S+)?)*(?: run)? test(?::[\w:-]+)?|npx (?:jest|vitest"
+    r"|playwright test)|mvnw? (?:test|verify)|gradlew? (?:test|check)|dotnet test|make (?:test|check)|ctest|swift test"
+    r"|flutter test)(?=\s|$)")
+
+
 #: A program run by its file: "python tools/sync.py", "tsx scripts/upload-readme-to-r2.ts" (npm echoes the script it
 #: runs as "> tsx …"), "node dist/cli.js"; the group is the file's name.
 _RUNS_A_FILE = re.compile(r"(?:^|[\s;&|>])(?:node|tsx|ts-node|deno run|bun(?: run)?|python3?|py|bash|sh|zsh|ruby|php"
@@ -1469,10 +1477,13 @@ def _judge(msgs: list[Message]) -> EndVerdict:
             return _verdict("unknown", "the final reply leaves steps for the user to run (a deploy, a server), never "
                             "reported back", msgs, at, doubted=True)
         if (last_turn == last_ask and not account and _USER_UNHAPPY.search(user_words(ask))
-                and _passing_check_after_change(tail, anywhere=True) is None):
-            # The user said the last fix did not do it ("but it does not solve the problem"): a new claim needs more than
-            # the claim, and nothing that checks the work (a test, a build) passed after the change.
-            return _verdict("unknown", "the user said the work did not do what was asked, and nothing checked the fix "
+                and _passing_check_after_change(tail, _TEST_OR_BUILD if _RUN_ERROR.search(ask) else _TEST_RUN,
+                                                anywhere=True) is None):
+            # The user said the last fix did not do it ("but it does not solve the problem", "这个还是不行"): a new claim
+            # needs more than the claim. Where the user described behaviour, only tests check the fix that followed: a
+            # build or a type check says it compiles ("npm run build:manifest" after "the drag still doesn't snap back",
+            # a blind set's false success). Where the user pasted a failed run (a build log), the same run checks it.
+            return _verdict("unknown", "the user said the work did not do what was asked, and no test checked the fix "
                             "that followed", msgs, at, doubted=True)
         if _unverified_fix(msgs) is not None:
             return _verdict("unknown", "the final reply claims the work done, but the last run the user showed failed "
