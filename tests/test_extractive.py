@@ -1813,6 +1813,38 @@ def test_a_completion_word_in_an_announcement_or_a_when_clause_claims_nothing() 
                     a("提交成功，已推送到 GitHub。")).state == "resolved"
 
 
+def test_russian_and_korean_reports_claim_and_an_approval_in_korean_approves() -> None:
+    """Blind-set successes read as no claim: "Готово, Лиза. Все файлы переименованы и разложены по папкам." after the
+    moves ran, and "커밋 완료 (`dd16c98`)." after the user's "좋아 commit 해줘" (good, commit it) on the new icon."""
+    moves = (u("да"), *step("m", "Bash", {"command": "mv a.md lessons/01.md"}, ""),
+             *step("f", "Bash", {"command": "find lessons -type f"}, "lessons/01.md"))
+    v = _verdict(u("разложи файлы по папкам"), a("План готов, начать?"), *moves,
+                 a("Готово, Лиза. Все файлы переименованы и разложены по папкам."))
+    assert v.state == "resolved" and "reports the work done" in v.reason, v
+    assert _verdict(u("разложи файлы"), *moves[1:], a("Файлы ещё не переименованы.")).state != "resolved"
+    icon = step("w", "Write", {"file_path": "src/App.tsx", "content": "x"}, "ok")
+    commit = step("c", "Bash", {"command": "git commit -am icon"}, "[main dd16c98] Adjust icon")
+    v = _verdict(u("아이콘을 다시 만들어줘"), *icon, a("아이콘을 바꿨어요."), u("좋아 commit 해줘"), *commit,
+                 a("커밋 완료 (`dd16c98`)."))
+    assert v.state == "resolved", v
+    # without the user's word on the change, nothing checked the code
+    assert _verdict(u("아이콘을 다시 만들고 커밋해줘"), *icon, *commit, a("커밋 완료 (`dd16c98`).")).state == "unknown"
+
+
+def test_an_edit_the_export_shows_as_an_empty_fence_after_naming_a_source_file_needs_a_check() -> None:
+    """A SpecStory export of Cursor keeps each applied edit as an empty fence ("Теперь обновлю SecurityConfig.java:"
+    then "```\n```"): no file is named by a tool, so the claim "CORS настройки успешно обновлены" rested on nothing
+    checked (a `chmod` ran, no build, no test). Announced by a document's name, the same fence needs no check."""
+    search = step("g", "grep_search", {"query": "allowedOrigins"}, "| src/main/java/WebConfig.java | 12 |")
+    edit = a("Теперь обновлю SecurityConfig.java:\n\n```\n```\n\nГотово.", calls=search[0].tool_calls)
+    chmod = step("c", "run_terminal_cmd", {"command": "chmod +x scripts/test_cors.sh"}, "")
+    claim = a("## ✅ CORS настройки успешно обновлены")
+    v = _verdict(u("пропиши домены в CORS"), edit, search[1], *chmod, claim, source="specstory")
+    assert v.state == "unknown" and "nothing ran after the last change" in v.reason, v
+    docs = a("Теперь обновлю changelog.md:\n\n```\n```", calls=search[0].tool_calls)
+    assert _verdict(u("пропиши домены в CORS"), docs, search[1], *chmod, claim, source="specstory").state == "resolved"
+
+
 def test_a_question_answered_from_a_script_the_agent_ran_is_answered() -> None:
     """An unseen analytics session: each question is answered from a script the agent wrote and ran; the last one
     read unknown because a reply on the way said "Let me check the departments first, then build the comparison"."""

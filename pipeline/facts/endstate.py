@@ -94,7 +94,7 @@ _DONE = re.compile(
     r"|(?:完了|成功|修正|解消|対応|追加|更新|削除|実装|作成|変更|反映|プッシュ|コミット|マージ|デプロイ|インストール|保存|設定"
     r"|適用|生成|移動|置換|統合|導入|整理|書き換え|書き直し|アップロード|配置|公開)(?:しました|いたしました|済み|完了)"
     # Korean, formal and casual: "생성 완료했습니다", "수정했습니다", "테스트가 통과했습니다", "만들어뒀어"
-    r"|(?:완료|수정|추가|생성|해결|업데이트|반영|푸시|커밋|배포|설치|적용|변경|구현|작성|삭제|저장)(?:을 |를 )?(?:했습니다|하였습니다"
+    r"|(?:완료|수정|추가|생성|해결|업데이트|반영|푸시|커밋|배포|설치|적용|변경|구현|작성|삭제|저장)(?:을 |를 | )?(?:했습니다|하였습니다"
     r"|했어요|했어|됐습니다|되었습니다|됐어|완료)|통과했(?:습니다|어요|어)|만들었(?:습니다|어요|어)|만들어\s?(?:뒀|놨)어"
     # pt/es/fr/de: the session's own language, since replies follow the user
     r"|\b(?:conclu[íi]d[oa]s?|resolvid[oa]s?|corrigid[oa]s?|com sucesso|resuelt[oa]s?|corregid[oa]s?|con éxito"
@@ -111,7 +111,11 @@ _DONE = re.compile(
     # "Ya generé y apliqué las migraciones", "Já corrigi o import": "already" and a first-person past
     r"|ya (?:he |hemos )?[a-záéíóúñ]{3,}(?:é|í|ado|ido|amos)|já [a-zãáâéêíóõúç]{3,}(?:ei|i|amos))\b"
     # Persian "حل شد(ند)", "انجام شد", "اصلاح شد", "اضافه شد", "ایجاد شد", "به‌روزرسانی شد"
-    r"|(?:حل|انجام|اصلاح|اضافه|ایجاد|به‌?روزرسانی|برطرف|رفع) (?:شد|شدند)(?!\w)", re.I)
+    r"|(?:حل|انجام|اصلاح|اضافه|ایجاد|به‌?روزرسانی|برطرف|رفع) (?:شد|شدند)(?!\w)"
+    # Russian: "Готово, Лиза. Все файлы переименованы и разложены по папкам." (a blind set's success read as no claim)
+    r"|(?<!\w)(?:готово|сделано|выполнено|завершено|исправлен[оаы]?|исправил[аи]?|создан[оаы]?|создал[аи]?"
+    r"|обновлен[оаы]?|обновил[аи]?|удален[оаы]?|удалил[аи]?|переименован[оаы]?|перемещен[оаы]?|разложен[оаы]?"
+    r"|закоммитил[аи]?|запушил[аи]?)(?!\w)", re.I)
 _FAILED = re.compile(
     r"\b(?:still (?:fail\w*|broken|errors?|crash\w*)|couldn'?t|could not|can'?t|cannot|unable to|failed to|"
     r"not able to|doesn'?t work|blocked|(?:hit|reached) (?:the|my|a) (?:(?:\w|-)+ ){0,2}limit"
@@ -278,7 +282,7 @@ _NOT_OURS = re.compile(r"\b(?:unrelated|pre-?existing|already (?:failing|broken)
 _LOOKBACK = 120  # characters before a completion word where its negation or modal can sit
 _GAP = r"(?:[^\S\n]+(?!(?:and|but|so|then|or|all|everything|every|now)\b)[\w’'-]+)"
 _NEGATED = re.compile(r"(?:\b(?:not|never|no|nothing|none|yet to|without|failed to|unable to|cannot"
-                      r"|pas|jamais|não|nunca|nicht|nie|kein\w*)\b|n[’']t\b"
+                      r"|pas|jamais|não|nunca|nicht|nie|kein\w*|не|ни)\b|n[’']t\b"
                       r"|未|没有|没|尚未)" + _GAP + r"{0,3}[^\S\n]*$"
                       # Chinese has no spaces to count words by: a few characters ("不是正常完成", "还没有全部完成")
                       r"|(?:不是|并非|还没|未能|没能)[^\s。！？，,；;]{0,4}$", re.I)
@@ -394,6 +398,20 @@ _SOURCE = frozenset({"py", "ts", "tsx", "js", "jsx", "mjs", "cjs", "vue", "svelt
                      "html", "htm", "css", "scss", "sass", "less"})
 
 
+_NAMED_SOURCE = re.compile(r"[\w./-]+\.(\w+)\b")
+
+
+def _announced_empty_edit(text: str) -> bool:
+    """An empty fence (an edit whose code the export dropped) right after words that name a source file."""
+    if "```" not in text:
+        return False
+    for m in _EMPTY_FENCE.finditer(text):
+        lead = text[max(0, m.start() - 160):m.start()].rstrip().rsplit("\n", 1)[-1]
+        if any(n.group(1).lower() in _SOURCE for n in _NAMED_SOURCE.finditer(lead)):
+            return True
+    return False
+
+
 def _unchecked_source_change(msgs: Sequence[Message]) -> bool:
     """The session changed program source (``_SOURCE``) and no check (``_CHECK``, or a code tool's run) passed after
     its last such change: a claim of success then rests on the claim alone. Docs and configs are checked by reading."""
@@ -405,8 +423,11 @@ def _unchecked_source_change(msgs: Sequence[Message]) -> bool:
         return any(t.action != "read" and t.path.rsplit(".", 1)[-1].lower() in _SOURCE and not is_scratch(t.path)
                    for t in file_touches([m, *calls]))
 
+    # An edit the export shows only as an empty fence (SpecStory of Cursor and Copilot: no code, no file), announced
+    # by words that name a source file ("Теперь обновлю SecurityConfig.java:"), is a change to the code too.
     last = next((i for i in range(len(msgs) - 1, -1, -1)
-                 if msgs[i].role == "assistant" and msgs[i].tool_calls and changes_source(msgs[i])), None)
+                 if msgs[i].role == "assistant" and ((msgs[i].tool_calls and changes_source(msgs[i]))
+                                                     or _announced_empty_edit(msgs[i].content))), None)
     if last is None:
         return False
     stems: set[str] | None = None
@@ -520,7 +541,9 @@ _HOOK_CHECK = re.compile(r"(?<![\w-])(?:eslint|tsc|tsgo|vue-tsc|typecheck(?::[\w
 #: "looks much better!". (Doubt in the message takes it back, ``_DOUBT``.)
 _APPROVAL = re.compile(r"^\W*(?:excel+ent|great|perfect|awesome|amazing|beautiful|lgtm|well done|good job|nice work"
                        r"|looks (?:\w+ ){0,2}(?:good|great|better|perfect|nice)|完美|很好|太好了|非常好|好极了|不错"
-                       r"|素晴らしい|完璧|perfecto|excelente|genial|ótimo|perfeito|parfait)(?![^\W\d_])", re.I)
+                       r"|素晴らしい|完璧|perfecto|excelente|genial|ótimo|perfeito|parfait"
+                       # Korean: "좋아 commit 해줘" (good, commit it) after the user looked at the new icon
+                       r"|좋아요?|좋네요?|좋습니다|완벽(?:해요?|합니다)?|훌륭(?:해요?|합니다))(?![^\W\d_])", re.I)
 
 
 def _approves(text: str) -> bool:
