@@ -47,6 +47,19 @@ def sess(*messages: Message, **kw: Any) -> Session:
 # --------------------------------------------------------------------------- asks
 
 
+def test_a_projects_slash_command_with_arguments_is_the_ask() -> None:
+    """A blind set's unattended Claude Code run had one user message: "<command-name>/flow-work-story</command-name>"
+    with "<command-args>docs/prd-background-jobs.json US-009</command-args>". It read as harness text, so the note said
+    no one asked for anything. Claude Code's own commands (/model, /clear, /compact) still steer the harness only."""
+    ran = ("<command-message>flow-work-story</command-message>\n<command-name>/flow-work-story</command-name>\n"
+           "<command-args>docs/prd-background-jobs.json US-009</command-args>")
+    assert user_asks([u(ran)]) == ["flow-work-story: docs/prd-background-jobs.json US-009"]
+    for own in ("<command-name>/model</command-name>\n<command-args>opus</command-args>",
+                "<command-name>/compact</command-name>\n<command-args>keep the API notes</command-args>",
+                "<command-name>/flow-work-story</command-name>\n<command-args></command-args>"):
+        assert user_asks([u(own)]) == [], own
+
+
 def test_user_asks_skip_scaffolding_commands_pastes_and_acks() -> None:
     msgs = [
         u("[CONTEXT COMPACTION — REFERENCE ONLY] Earlier turns were compacted", is_carrier=True),

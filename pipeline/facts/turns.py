@@ -144,7 +144,8 @@ def split_paste(text: str) -> tuple[str, str] | None:
 
 
 def _live(messages: Sequence[Message]) -> list[Message]:
-    return [m for m in messages if not m.is_carrier and not m.content.lstrip().startswith(_HARNESS)]
+    return [m for m in messages if not m.is_carrier and not (
+        m.content.lstrip().startswith(_HARNESS) and not (m.role == "user" and _command_asks(m.content.lstrip())))]
 
 
 def echoes(messages: Sequence[Message]) -> set[int]:
@@ -307,6 +308,8 @@ def user_words(text: str) -> str:
     it (``_SPECKIT_INPUT``): nothing when none was (the template is the tool's, and names no task of its own)."""
     if text.startswith("/") and (asked := _mode_asks(text)) is not None:
         return asked
+    if text.startswith("<command-") and (asked := _command_asks(text)) is not None:
+        return asked
     if (typed := _speckit_typed(text)) is not None:
         if typed or not (front := _FRONTMATTER.match(text.lstrip())):
             return typed
@@ -341,6 +344,27 @@ def user_words(text: str) -> str:
     while rest.startswith("[IMPORTANT: ") and (end := _bracket_end(rest)) > 0:
         rest = rest[end:].lstrip()
     return rest or (_skill_ask(invoked.group(1), text[invoked.end():]) if invoked else text)
+
+
+# Claude Code records a slash command the user ran as "<command-name>/flow-work-story</command-name>" and its
+# "<command-args>". Its own commands (/clear, /model, /compact…) steer the harness; a project's command run with
+# arguments ("/flow-work-story docs/prd.json US-009") is the user's ask, and may be the only one an unattended run has.
+_COMMAND_NAME = re.compile(r"<command-name>/?([^<\s]+)</command-name>")
+_COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
+_HARNESS_COMMANDS = frozenset({
+    "add-dir", "agents", "bashes", "bug", "clear", "compact", "config", "context", "cost", "doctor", "effort", "exit",
+    "export", "fast", "help", "hooks", "ide", "install-github-app", "login", "logout", "mcp", "memory",
+    "migrate-installer", "model", "output-style", "permissions", "plugin", "privacy-settings", "release-notes",
+    "resume", "rewind", "status", "statusline", "terminal-setup", "theme", "todos", "upgrade", "usage", "vim"})
+
+
+def _command_asks(text: str) -> str | None:
+    """What a project's slash command run with arguments asks ("flow-work-story: docs/prd.json US-009"); None for the
+    harness's own commands and for a command run with none (its prompt, if any, follows as a message of its own)."""
+    name, args = _COMMAND_NAME.search(text), _COMMAND_ARGS.search(text)
+    if name is None or args is None or not args.group(1).strip() or name.group(1).lower() in _HARNESS_COMMANDS:
+        return None
+    return f"{name.group(1)}: {args.group(1).strip()}"
 
 
 _SKILL_LOADED = "Base directory for this skill:"
