@@ -16,7 +16,7 @@ import html
 import json
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -322,34 +322,37 @@ def _external_args(given: str) -> dict[str, Any]:
     return args
 
 
-def _classify(segment: str) -> list[tuple[str, dict[str, Any], str | None] | str]:
-    """A segment as a list of tool calls ``(name, args, body)`` and prose strings, in order. A body of None: the
-    export recorded no result for the call (not even an empty one)."""
+#: A tool call read from an export: its name, arguments and result text (None: the export recorded no result).
+_Call = tuple[str, dict[str, Any], str | None]
+
+
+def _split_calls(segment: str, pattern: re.Pattern[str], call: Callable[[re.Match[str]], _Call]) -> list[_Call | str]:
+    """``segment`` cut at each match of ``pattern``: the prose between the calls (none empty) and each call, in order."""
+    parts: list[_Call | str] = []
+    pos = 0
+    for m in pattern.finditer(segment):
+        if segment[pos:m.start()].strip():
+            parts.append(segment[pos:m.start()].strip())
+        parts.append(call(m))
+        pos = m.end()
+    if segment[pos:].strip():
+        parts.append(segment[pos:].strip())
+    return parts
+
+
+def _tool_use_call(m: re.Match[str]) -> _Call:
+    attrs = dict(_ATTR.findall(m.group(1)))
+    name = attrs.get("name") or "unknown"
+    args, body = _tool_from_inner(name, m.group(2), attrs.get("type", ""))
+    return name, args, body
+
+
+def _classify(segment: str) -> list[_Call | str]:
+    """A segment as a list of tool calls ``(name, args, body)`` and prose strings, in order."""
     if "[external_agent_tool_call:" in segment:
-        found: list[tuple[str, dict[str, Any], str | None] | str] = []
-        pos = 0
-        for m in _EXTERNAL_CALL.finditer(segment):
-            if segment[pos:m.start()].strip():
-                found.append(segment[pos:m.start()].strip())
-            found.append((m.group(1), _external_args(m.group(2)), None))
-            pos = m.end()
-        if segment[pos:].strip():
-            found.append(segment[pos:].strip())
-        return found
+        return _split_calls(segment, _EXTERNAL_CALL, lambda m: (m.group(1), _external_args(m.group(2)), None))
     if "<tool-use" in segment:
-        parts: list[tuple[str, dict[str, Any], str | None] | str] = []
-        pos = 0
-        for m in _TOOL_USE.finditer(segment):
-            if segment[pos:m.start()].strip():
-                parts.append(segment[pos:m.start()].strip())
-            attrs = dict(_ATTR.findall(m.group(1)))
-            name = attrs.get("name") or "unknown"
-            args, body = _tool_from_inner(name, m.group(2), attrs.get("type", ""))
-            parts.append((name, args, body))
-            pos = m.end()
-        if segment[pos:].strip():
-            parts.append(segment[pos:].strip())
-        return parts
+        return _split_calls(segment, _TOOL_USE, _tool_use_call)
     first, _, rest = segment.partition("\n")
     first = first.strip()
     if m := _V15.match(first):
@@ -477,7 +480,7 @@ def read(path: Path) -> Iterator[Session]:
         if model_arg and model_arg != "default" and not speaker.endswith("sidechain"):
             models[re.sub(r"^model\s+", "", model_arg.split(",")[0]).strip()] += 1
         cur: Draft | None = None
-        last_tool: tuple[str, dict[str, Any], str | None] | None = None
+        last_tool: _Call | None = None
         for seg in _segments(lines):
             if not seg:
                 if (early_cursor and cur is not None and cur.content and not cur.tool_calls
