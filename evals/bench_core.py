@@ -130,7 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--small-db", type=Path, help="a smaller DB built the same way (memory vs session count)")
     ap.add_argument("--distill", type=Path, default=ROOT / ".venv" / "bin" / "distill")
     ap.add_argument("--hermes-bin", type=Path, help="default: the Hermes venv matching the DB schema")
-    ap.add_argument("--work", type=Path, default=ROOT / "evals" / "out" / "bench", help="scratch dir (wiped)")
+    # Outside this checkout: an archive folder inside another git work tree is not versioned (distill says so and
+    # skips the commit), so (c) would time less than a user's run and (d) would miss its run record.
+    ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "distill-bench",
+                    help="scratch dir (wiped; keep it outside any git work tree)")
     ap.add_argument("--skip-hermes", action="store_true")
     ap.add_argument("--baseline", type=Path, help="a source tree to time (c) from too, side by side (row c0)")
     ap.add_argument("--no-git-row", action="store_true", help="also time (c) with --no-git (row cg)")
