@@ -754,7 +754,8 @@ def _ends_on_error(output: str) -> bool:
     an error it printed on the way and got past is not."""
     if "xit code" in output or "xited with code" in output:
         return False  # the harness's own status says it (``result_failed``)
-    last = next((ln for ln in reversed(output.splitlines()) if ln.strip() and not ln.strip().startswith("```")), "")
+    lines = output[-4000:].splitlines()[1 if len(output) > 4000 else 0:]  # the end of a long output, whole lines
+    last = next((ln for ln in reversed(lines) if ln.strip() and not ln.strip().startswith("```")), "")
     return _RUN_ERROR.match(last) is not None
 
 
