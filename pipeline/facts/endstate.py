@@ -695,20 +695,18 @@ def _offers_more(text: str) -> bool:
 
 #: The checks a session may end on and be judged by: a test suite, a build, a type check. (A script or a request
 #: run last is exploration as often as a check: a Hermes run ended on one while its research went on.)
-_TEST_OR_BUILD = re.compile(
-    r"(?:^|[\s;&|(/])(?:pytest|py\.test|unittest|tox|nox|jest|vitest|mocha|playwright test|phpunit|rspec|go (?:test|build|vet)"
-    r"|cargo (?:test|build|check|clippy)|(?:npm|pnpm|yarn|bun)(?: --?[\w-]+(?:[= ]\S+)?)*(?: run)? (?:test|build"
-    r"|typecheck|type-check|lint)(?::[\w:-]+)?|npx (?:tsc|jest|vitest|playwright test)|tsc|vue-tsc|mvnw? (?:test|verify"
-    r"|package|install)|gradlew? (?:test|build|check)|dotnet (?:test|build)|make (?:test|check|build)|ctest"
-    r"|swift (?:build|test)|flutter (?:test|analyze)|mypy|pyright|ruff check|eslint)(?=\s|$)")
-
-
-#: The test runs among the checks: what checks behaviour, where a build or a type check checks that the code compiles.
-_TEST_RUN = re.compile(
-    r"(?:^|[\s;&|(/])(?:pytest|py\.test|unittest|tox|nox|jest|vitest|mocha|playwright test|phpunit|rspec|go test"
-    r"|cargo test|(?:npm|pnpm|yarn|bun)(?: --?[\w-]+(?:[= ]\S+)?)*(?: run)? test(?::[\w:-]+)?|npx (?:jest|vitest"
-    r"|playwright test)|mvnw? (?:test|verify)|gradlew? (?:test|check)|dotnet test|make (?:test|check)|ctest|swift test"
-    r"|flutter test)(?=\s|$)")
+_PACKAGE_SCRIPT = r"(?:npm|pnpm|yarn|bun)(?: --?[\w-]+(?:[= ]\S+)?)*(?: run)? "
+#: Test runs: what checks behaviour.
+_TESTS = (r"pytest|py\.test|unittest|tox|nox|jest|vitest|mocha|playwright test|phpunit|rspec|go test|cargo test"
+          r"|" + _PACKAGE_SCRIPT + r"test(?::[\w:-]+)?|npx (?:jest|vitest|playwright test)|mvnw? (?:test|verify)"
+          r"|gradlew? (?:test|check)|dotnet test|make (?:test|check)|ctest|swift test|flutter test")
+#: Builds, type checks and linters: what checks that the code compiles.
+_BUILDS = (r"go (?:build|vet)|cargo (?:build|check|clippy)|" + _PACKAGE_SCRIPT
+           + r"(?:build|typecheck|type-check|lint)(?::[\w:-]+)?|npx tsc|tsc|vue-tsc|mvnw? (?:package|install)"
+           r"|gradlew? build|dotnet build|make build|swift build|flutter analyze|mypy|pyright|ruff check|eslint")
+_TEST_OR_BUILD = re.compile(r"(?:^|[\s;&|(/])(?:" + _TESTS + "|" + _BUILDS + r")(?=\s|$)")
+#: The test runs among the checks, where a build or a type check checks only that the code compiles.
+_TEST_RUN = re.compile(r"(?:^|[\s;&|(/])(?:" + _TESTS + r")(?=\s|$)")
 
 
 #: A program run by its file: "python tools/sync.py", "tsx scripts/upload-readme-to-r2.ts" (npm echoes the script it
